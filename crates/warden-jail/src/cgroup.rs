@@ -1,0 +1,305 @@
+//! A per-run cgroup for memory, process-count and CPU-time accounting.
+//!
+//! Each controller is taken from cgroup v2 when the unified hierarchy offers it to us (it is in
+//! our cgroup's `cgroup.controllers` and we can enable it for children), otherwise from the
+//! cgroup v1 hierarchy that mounts it, otherwise not at all (the rlimits set on the command
+//! remain the floor, and the outcome says so). The group is created beneath the supervisor's own
+//! cgroup and removed after the run.
+//!
+//! Guarantees: limits are written before any sandboxed process joins; counters are read from the
+//! kernel's files. Not done: CPU bandwidth throttling (the CPU limit is a total, polled by the
+//! supervisor), I/O limits.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::outcome::Mechanism;
+use crate::policy::Limits;
+
+/// A controller the jail uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Controller {
+    Memory,
+    Pids,
+    Cpu,
+}
+
+impl Controller {
+    fn v1_name(self) -> &'static str {
+        match self {
+            Controller::Memory => "memory",
+            Controller::Pids => "pids",
+            Controller::Cpu => "cpuacct",
+        }
+    }
+    fn v2_name(self) -> &'static str {
+        match self {
+            Controller::Memory => "memory",
+            Controller::Pids => "pids",
+            Controller::Cpu => "cpu",
+        }
+    }
+}
+
+/// One controller's directory for this run.
+#[derive(Debug)]
+struct Group {
+    controller: Controller,
+    v2: bool,
+    dir: PathBuf,
+}
+
+/// Counters read from the run's cgroup.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// OOM kills in the group.
+    pub oom_kills: u64,
+    /// Forks refused at the pids limit.
+    pub pids_refused: u64,
+    /// CPU time used, in nanoseconds.
+    pub cpu_ns: Option<u64>,
+    /// Peak memory, in bytes.
+    pub peak_memory: Option<u64>,
+}
+
+/// The run's cgroup(s); removed by [`RunCgroup::remove`].
+#[derive(Debug, Default)]
+pub struct RunCgroup {
+    groups: Vec<Group>,
+    /// Directories created for cgroup v2, removed last-first.
+    created: Vec<PathBuf>,
+}
+
+struct Hierarchies {
+    /// (mount point, root) of v1 hierarchies by controller name.
+    v1: Vec<(String, PathBuf, PathBuf)>,
+    /// Mount point of the unified hierarchy.
+    v2: Option<PathBuf>,
+}
+
+fn hierarchies() -> Hierarchies {
+    let mut h = Hierarchies {
+        v1: Vec::new(),
+        v2: None,
+    };
+    let Ok(info) = fs::read_to_string("/proc/self/mountinfo") else {
+        return h;
+    };
+    for line in info.lines() {
+        let Some((left, right)) = line.split_once(" - ") else {
+            continue;
+        };
+        let left: Vec<&str> = left.split(' ').collect();
+        let right: Vec<&str> = right.split(' ').collect();
+        if left.len() < 5 || right.len() < 3 {
+            continue;
+        }
+        let (root, mnt) = (PathBuf::from(left[3]), PathBuf::from(left[4]));
+        match right[0] {
+            "cgroup2" => h.v2 = h.v2.or(Some(mnt)),
+            "cgroup" => {
+                for opt in right[2].split(',') {
+                    h.v1.push((opt.to_owned(), mnt.clone(), root.clone()));
+                }
+            }
+            _ => {}
+        }
+    }
+    h
+}
+
+/// Our own cgroup path in the hierarchy whose `/proc/self/cgroup` line matches `pred`.
+fn own_path(pred: impl Fn(&str, &str) -> bool) -> Option<PathBuf> {
+    let text = fs::read_to_string("/proc/self/cgroup").ok()?;
+    text.lines().find_map(|l| {
+        let mut parts = l.splitn(3, ':');
+        let (id, ctrls, path) = (parts.next()?, parts.next()?, parts.next()?);
+        pred(id, ctrls).then(|| PathBuf::from(path))
+    })
+}
+
+fn join_rel(base: &Path, root: &Path, path: &Path) -> PathBuf {
+    let rel = path.strip_prefix(root).unwrap_or(path);
+    base.join(rel.strip_prefix("/").unwrap_or(rel))
+}
+
+fn write(dir: &Path, file: &str, value: &str) -> io::Result<()> {
+    fs::write(dir.join(file), value)
+}
+
+fn read_key(dir: &Path, file: &str, key: &str) -> Option<u64> {
+    let text = fs::read_to_string(dir.join(file)).ok()?;
+    text.lines().find_map(|l| {
+        let (k, v) = l.split_once(' ')?;
+        (k == key).then(|| v.trim().parse().ok()).flatten()
+    })
+}
+
+fn read_u64(dir: &Path, file: &str) -> Option<u64> {
+    fs::read_to_string(dir.join(file)).ok()?.trim().parse().ok()
+}
+
+/// The v2 directory under which run groups with `wanted` controllers can be made, if any.
+fn v2_parent(mnt: &Path, wanted: &[Controller]) -> Option<(PathBuf, Vec<Controller>)> {
+    let own = own_path(|id, _| id == "0")?;
+    let dir = join_rel(mnt, Path::new("/"), &own);
+    let offered = fs::read_to_string(dir.join("cgroup.controllers")).ok()?;
+    let have: Vec<Controller> = wanted
+        .iter()
+        .copied()
+        .filter(|c| offered.split_whitespace().any(|o| o == c.v2_name()))
+        .collect();
+    if have.is_empty() {
+        return None;
+    }
+    let enable: Vec<String> = have.iter().map(|c| format!("+{}", c.v2_name())).collect();
+    // Fails (EBUSY) when our cgroup has processes and is not the root: then v2 is not usable.
+    write(&dir, "cgroup.subtree_control", &enable.join(" ")).ok()?;
+    Some((dir, have))
+}
+
+impl RunCgroup {
+    /// Create the run's groups named `name` and write `limits` into them. Controllers that are
+    /// unavailable (not mounted, not delegated, not root) are skipped.
+    pub fn create(name: &str, limits: &Limits) -> RunCgroup {
+        let mut run = RunCgroup::default();
+        let h = hierarchies();
+        let all = [Controller::Memory, Controller::Pids, Controller::Cpu];
+        let mut missing: Vec<Controller> = all.to_vec();
+        if let Some((parent, have)) = h.v2.as_deref().and_then(|m| v2_parent(m, &all)) {
+            let dir = parent.join(name);
+            if fs::create_dir(&dir).is_ok() {
+                run.created.push(dir.clone());
+                for c in have {
+                    if run.configure(c, true, &dir, limits).is_ok() {
+                        missing.retain(|m| *m != c);
+                    }
+                }
+            }
+        }
+        for c in missing {
+            let Some((_, mnt, root)) = h.v1.iter().find(|(opt, _, _)| opt == c.v1_name()) else {
+                continue;
+            };
+            let Some(own) = own_path(|_, ctrls| ctrls.split(',').any(|x| x == c.v1_name())) else {
+                continue;
+            };
+            let dir = join_rel(mnt, root, &own).join(name);
+            if fs::create_dir(&dir).is_err() {
+                continue;
+            }
+            run.created.push(dir.clone());
+            let _ = run.configure(c, false, &dir, limits);
+        }
+        run
+    }
+
+    fn configure(&mut self, c: Controller, v2: bool, dir: &Path, l: &Limits) -> io::Result<()> {
+        match (c, v2) {
+            (Controller::Memory, true) => {
+                write(dir, "memory.max", &l.memory_bytes.to_string())?;
+                let _ = write(dir, "memory.swap.max", "0");
+            }
+            (Controller::Memory, false) => {
+                write(dir, "memory.limit_in_bytes", &l.memory_bytes.to_string())?;
+                // Absent without swap accounting; then there is no swap to escape into either.
+                let _ = write(
+                    dir,
+                    "memory.memsw.limit_in_bytes",
+                    &l.memory_bytes.to_string(),
+                );
+            }
+            (Controller::Pids, _) => write(dir, "pids.max", &l.pids.to_string())?,
+            (Controller::Cpu, _) => {}
+        }
+        self.groups.push(Group {
+            controller: c,
+            v2,
+            dir: dir.to_owned(),
+        });
+        Ok(())
+    }
+
+    /// Move `pid` into every group.
+    pub fn add(&self, pid: i32) -> io::Result<()> {
+        let mut done = Vec::new();
+        for g in &self.groups {
+            if done.contains(&&g.dir) {
+                continue;
+            }
+            write(&g.dir, "cgroup.procs", &pid.to_string())?;
+            done.push(&g.dir);
+        }
+        Ok(())
+    }
+
+    /// The mechanism enforcing `c`, if a group holds it.
+    fn mechanism(&self, c: Controller) -> Option<Mechanism> {
+        self.groups.iter().find(|g| g.controller == c).map(|g| {
+            if g.v2 {
+                Mechanism::CgroupV2
+            } else {
+                Mechanism::CgroupV1
+            }
+        })
+    }
+
+    /// Mechanism for the memory limit.
+    pub fn memory(&self) -> Option<Mechanism> {
+        self.mechanism(Controller::Memory)
+    }
+    /// Mechanism for the process limit.
+    pub fn pids(&self) -> Option<Mechanism> {
+        self.mechanism(Controller::Pids)
+    }
+    /// Mechanism for CPU accounting.
+    pub fn cpu(&self) -> Option<Mechanism> {
+        self.mechanism(Controller::Cpu)
+    }
+    /// Whether any group exists.
+    pub fn is_empty(&self) -> bool {
+        self.groups.is_empty()
+    }
+
+    /// Read the counters.
+    pub fn counters(&self) -> Counters {
+        let mut c = Counters::default();
+        for g in &self.groups {
+            let d = &g.dir;
+            match (g.controller, g.v2) {
+                (Controller::Memory, true) => {
+                    c.oom_kills = read_key(d, "memory.events", "oom_kill").unwrap_or(0);
+                    c.peak_memory = read_u64(d, "memory.peak");
+                }
+                (Controller::Memory, false) => {
+                    c.oom_kills = read_key(d, "memory.oom_control", "oom_kill").unwrap_or(0);
+                    c.peak_memory = read_u64(d, "memory.max_usage_in_bytes");
+                }
+                (Controller::Pids, _) => {
+                    c.pids_refused = read_key(d, "pids.events", "max").unwrap_or(0);
+                }
+                (Controller::Cpu, true) => {
+                    c.cpu_ns = read_key(d, "cpu.stat", "usage_usec").map(|u| u * 1000);
+                }
+                (Controller::Cpu, false) => c.cpu_ns = read_u64(d, "cpuacct.usage"),
+            }
+        }
+        c
+    }
+
+    /// Remove the groups. Call only once every process of the run has exited; retries briefly
+    /// while the kernel finishes tearing the last ones down.
+    pub fn remove(self) {
+        for dir in self.created.iter().rev() {
+            for _ in 0..100 {
+                match fs::remove_dir(dir) {
+                    Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                        std::thread::sleep(std::time::Duration::from_millis(2));
+                    }
+                    _ => break,
+                }
+            }
+        }
+    }
+}

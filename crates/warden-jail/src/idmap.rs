@@ -1,0 +1,163 @@
+//! User and group id mapping of the jail's user namespace.
+//!
+//! When Warden runs as root, the jail's ids come from a subordinate range (`/etc/subuid` and
+//! `/etc/subgid` for the invoking user, or 100000:65536 when the files have no entry): inside
+//! root (used only during set-up) maps to the range's first id and the command's uid `U` to
+//! `first + U`, so the command is an unprivileged host user distinct from the caller, and
+//! per-uid limits, keyrings and inotify instances are not shared with the host.
+//! The workspace is then mounted idmapped, so files keep the workspace owner's ids on disk.
+//!
+//! Unprivileged callers can only map their own ids: the command's uid maps to the caller's.
+
+use std::fs;
+use std::os::fd::OwnedFd;
+
+use nix::errno::Errno;
+use nix::unistd::{Gid, Pid, Uid};
+
+use crate::sys::{self, CloneResult};
+
+/// Fallback subordinate range when `/etc/subuid` has none for the caller.
+const DEFAULT_SUB_START: u32 = 100_000;
+const DEFAULT_SUB_COUNT: u32 = 65_536;
+
+/// The id layout of one run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdPlan {
+    /// Whether we may map arbitrary ids (root in the initial user namespace).
+    pub privileged: bool,
+    /// Command uid inside.
+    pub uid: u32,
+    /// Command gid inside.
+    pub gid: u32,
+    /// Host uid of the command.
+    pub host_uid: u32,
+    /// Host gid of the command.
+    pub host_gid: u32,
+    /// Host uid/gid of inside root (privileged only).
+    pub host_root: Option<(u32, u32)>,
+}
+
+fn sub_range(file: &str, name: Option<&str>, id: u32) -> Option<(u32, u32)> {
+    let text = fs::read_to_string(file).ok()?;
+    text.lines().find_map(|l| {
+        let mut f = l.trim().split(':');
+        let (who, start, count) = (f.next()?, f.next()?, f.next()?);
+        let matches = Some(who) == name || who == id.to_string();
+        if !matches {
+            return None;
+        }
+        Some((start.parse().ok()?, count.parse().ok()?))
+    })
+}
+
+/// Work out the id layout for a command that runs as `uid`:`gid` inside.
+pub fn plan(uid: u32, gid: u32) -> IdPlan {
+    let euid = Uid::effective();
+    let egid = Gid::effective();
+    if !euid.is_root() {
+        return IdPlan {
+            privileged: false,
+            uid,
+            gid,
+            host_uid: euid.as_raw(),
+            host_gid: egid.as_raw(),
+            host_root: None,
+        };
+    }
+    let name = nix::unistd::User::from_uid(euid)
+        .ok()
+        .flatten()
+        .map(|u| u.name);
+    let pick = |file: &str, want: u32| {
+        let (start, count) = sub_range(file, name.as_deref(), euid.as_raw())
+            .unwrap_or((DEFAULT_SUB_START, DEFAULT_SUB_COUNT));
+        // An id outside the range falls back to its last id.
+        (
+            start,
+            start.saturating_add(want.min(count.saturating_sub(1))),
+        )
+    };
+    let (uroot, host_uid) = pick("/etc/subuid", uid);
+    let (groot, host_gid) = pick("/etc/subgid", gid);
+    IdPlan {
+        privileged: true,
+        uid,
+        gid,
+        host_uid,
+        host_gid,
+        host_root: Some((uroot, groot)),
+    }
+}
+
+impl IdPlan {
+    fn uid_map(&self) -> String {
+        match self.host_root {
+            Some((r, _)) if self.uid != 0 => format!("0 {r} 1\n{} {} 1\n", self.uid, self.host_uid),
+            _ => format!("{} {} 1\n", self.uid, self.host_uid),
+        }
+    }
+    fn gid_map(&self) -> String {
+        match self.host_root {
+            Some((_, r)) if self.gid != 0 => format!("0 {r} 1\n{} {} 1\n", self.gid, self.host_gid),
+            _ => format!("{} {} 1\n", self.gid, self.host_gid),
+        }
+    }
+
+    /// Write the maps of the user namespace of `pid` (which must have just created it).
+    pub fn write_maps(&self, pid: Pid) -> std::io::Result<()> {
+        let dir = format!("/proc/{}", pid.as_raw());
+        if !self.privileged {
+            fs::write(format!("{dir}/setgroups"), "deny")?;
+        }
+        fs::write(format!("{dir}/uid_map"), self.uid_map())?;
+        fs::write(format!("{dir}/gid_map"), self.gid_map())
+    }
+}
+
+/// A user namespace whose maps make files owned by `owner` (uid, gid) appear as owned by the
+/// command's host ids, for an idmapped mount. Privileged callers only.
+pub fn idmap_userns(plan: &IdPlan, owner: (u32, u32)) -> Result<OwnedFd, Errno> {
+    let (ready_r, ready_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    let (hold_r, hold_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    match sys::fork_single_threaded()? {
+        CloneResult::Child => {
+            drop(ready_r);
+            drop(hold_w);
+            let ok = nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWUSER).is_ok();
+            let _ = nix::unistd::write(&ready_w, if ok { b"1" } else { b"0" });
+            // Wait until the parent has opened our namespace, then leave.
+            let mut b = [0u8; 1];
+            let _ = nix::unistd::read(&hold_r, &mut b);
+            sys::exit_now(0);
+        }
+        CloneResult::Parent(child) => {
+            drop(ready_w);
+            drop(hold_r);
+            let mut b = [0u8; 1];
+            let n = nix::unistd::read(&ready_r, &mut b);
+            let result = (|| {
+                if n != Ok(1) || b[0] != b'1' {
+                    return Err(Errno::EPERM);
+                }
+                let dir = format!("/proc/{}", child.as_raw());
+                let io = |e: std::io::Error| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO));
+                fs::write(
+                    format!("{dir}/uid_map"),
+                    format!("{} {} 1\n", owner.0, plan.host_uid),
+                )
+                .map_err(io)?;
+                fs::write(
+                    format!("{dir}/gid_map"),
+                    format!("{} {} 1\n", owner.1, plan.host_gid),
+                )
+                .map_err(io)?;
+                let fd = fs::File::open(format!("{dir}/ns/user")).map_err(io)?;
+                Ok(OwnedFd::from(fd))
+            })();
+            drop(hold_w);
+            let _ = nix::sys::wait::waitpid(child, None);
+            result
+        }
+    }
+}

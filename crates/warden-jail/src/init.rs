@@ -1,0 +1,170 @@
+//! The jail's init: pid 1 of the new pid namespace.
+//!
+//! It waits for the supervisor to write its id maps, finishes the namespaces (cgroup namespace,
+//! host name, loopback), builds the file system view, starts the command, then drops every
+//! privilege it had and reaps until the command exits. It reports the command's status and
+//! exits, and because it is pid 1, the kernel then kills everything left in the namespace: no
+//! background process outlives the command.
+//!
+//! Runs in a forked copy of the single-threaded supervisor; it never returns.
+
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, OwnedFd};
+
+use nix::errno::Errno;
+use nix::sys::signal::Signal;
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::{Gid, Pid, Uid};
+
+use crate::child;
+use crate::error::{SetupFailure, Stage};
+use crate::idmap::IdPlan;
+use crate::mounts::{self, Prepared};
+use crate::policy::Policy;
+use crate::protocol::StatusMessage;
+use crate::sys::{self, CloneResult};
+
+/// Everything the init and the command need, prepared by the supervisor before the clone.
+#[derive(Debug)]
+pub struct Launch {
+    /// The policy.
+    pub policy: Policy,
+    /// The command line.
+    pub argv: Vec<CString>,
+    /// The command's environment.
+    pub env: Vec<CString>,
+    /// Search path for the program.
+    pub path: Vec<CString>,
+    /// Id layout.
+    pub ids: IdPlan,
+    /// The detached mounts.
+    pub prepared: Prepared,
+    /// The assembled seccomp program.
+    pub seccomp: Vec<libc::sock_filter>,
+    /// Where status messages go.
+    pub status: OwnedFd,
+    /// Readable once the id maps are written.
+    pub sync: OwnedFd,
+    /// The command's stdin, stdout and stderr, or `None` to inherit ours.
+    pub stdio: Option<[OwnedFd; 3]>,
+    /// Whether the supervisor put us in a cgroup (then we get our own cgroup namespace).
+    pub cgroup_ns: bool,
+    /// Whether a cgroup enforces the memory limit (otherwise RLIMIT_AS is the floor).
+    pub memory_cgroup: bool,
+}
+
+/// Send a status message; failures are ignored (the supervisor sees our exit instead).
+pub fn report(status: &OwnedFd, msg: &StatusMessage) {
+    let _ = nix::unistd::write(status, &msg.encode());
+}
+
+fn setup(launch: &mut Launch) -> Result<(), SetupFailure> {
+    let ns = |detail: &str, e: Errno| SetupFailure::errno(Stage::Namespaces, detail, e);
+    nix::sys::prctl::set_pdeathsig(Some(Signal::SIGKILL))
+        .map_err(|e| ns("setting the parent-death signal", e))?;
+    // EOF here (instead of the byte) means the supervisor died before our death signal was set.
+    let mut byte = [0u8; 1];
+    match nix::unistd::read(&launch.sync, &mut byte) {
+        Ok(1) => {}
+        _ => {
+            return Err(SetupFailure::plain(
+                Stage::IdMap,
+                "the supervisor did not map our ids",
+            ));
+        }
+    }
+    if launch.ids.privileged {
+        let cred = |detail: &str, e: Errno| SetupFailure::errno(Stage::Credentials, detail, e);
+        let root_g = Gid::from_raw(0);
+        let root_u = Uid::from_raw(0);
+        nix::unistd::setresgid(root_g, root_g, root_g).map_err(|e| cred("setresgid(0)", e))?;
+        nix::unistd::setgroups(&[]).map_err(|e| cred("setgroups", e))?;
+        nix::unistd::setresuid(root_u, root_u, root_u).map_err(|e| cred("setresuid(0)", e))?;
+    }
+    if launch.cgroup_ns {
+        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP)
+            .map_err(|e| ns("unsharing the cgroup namespace", e))?;
+    }
+    nix::unistd::sethostname(&launch.policy.hostname).map_err(|e| ns("sethostname", e))?;
+    sys::loopback_up()
+        .map_err(|e| SetupFailure::errno(Stage::Network, "bringing loopback up", e))?;
+    let prepared = std::mem::take(&mut launch.prepared);
+    launch.prepared = mounts::build(prepared, &launch.policy)?;
+    Ok(())
+}
+
+/// Drop everything the init no longer needs before it starts reaping.
+fn harden_self(launch: &Launch) -> Result<(), SetupFailure> {
+    let cred = |detail: &str, e: Errno| SetupFailure::errno(Stage::Credentials, detail, e);
+    for cap in 0..=sys::cap_last_cap() {
+        sys::capbset_drop(cap).map_err(|e| cred("dropping the bounding set", e))?;
+    }
+    sys::ambient_clear_all().map_err(|e| cred("clearing ambient capabilities", e))?;
+    sys::capset_empty().map_err(|e| cred("dropping capabilities", e))?;
+    nix::sys::prctl::set_dumpable(false).map_err(|e| cred("PR_SET_DUMPABLE", e))?;
+    nix::sys::prctl::set_no_new_privs().map_err(|e| cred("PR_SET_NO_NEW_PRIVS", e))?;
+    crate::seccomp::install(&launch.seccomp)
+        .map_err(|e| SetupFailure::plain(Stage::Seccomp, e.to_string()))?;
+    // Keep only the status pipe; stdio becomes /dev/null.
+    if let Ok(null) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+    {
+        let _ = nix::unistd::dup2_stdin(&null);
+        let _ = nix::unistd::dup2_stdout(&null);
+        let _ = nix::unistd::dup2_stderr(&null);
+    }
+    let keep = u32::try_from(launch.status.as_raw_fd()).unwrap_or(u32::MAX);
+    let _ = sys::close_range(3, keep.saturating_sub(1));
+    let _ = sys::close_range(keep.saturating_add(1), u32::MAX);
+    Ok(())
+}
+
+/// Reap every child until the command exits, then report its status.
+fn reap(command: Pid, status: &OwnedFd) -> ! {
+    loop {
+        match waitpid(None::<Pid>, Some(WaitPidFlag::__WALL)) {
+            Ok(WaitStatus::Exited(pid, code)) if pid == command => {
+                report(
+                    status,
+                    &StatusMessage::Exited {
+                        code: Some(code),
+                        signal: None,
+                    },
+                );
+                sys::exit_now(0);
+            }
+            Ok(WaitStatus::Signaled(pid, sig, _)) if pid == command => {
+                let signal = Some(sig as i32);
+                report(status, &StatusMessage::Exited { code: None, signal });
+                sys::exit_now(0);
+            }
+            Ok(_) | Err(Errno::EINTR) => {}
+            Err(_) => sys::exit_now(0),
+        }
+    }
+}
+
+/// The init's whole life.
+pub fn run(mut launch: Launch) -> ! {
+    if let Err(f) = setup(&mut launch) {
+        report(&launch.status, &StatusMessage::Failed(f));
+        sys::exit_now(125);
+    }
+    let command = match sys::fork_single_threaded() {
+        Ok(CloneResult::Child) => child::exec(launch),
+        Ok(CloneResult::Parent(pid)) => pid,
+        Err(e) => {
+            let f = SetupFailure::errno(Stage::Supervisor, "forking the command", e);
+            report(&launch.status, &StatusMessage::Failed(f));
+            sys::exit_now(125);
+        }
+    };
+    launch.stdio = None;
+    if let Err(f) = harden_self(&launch) {
+        report(&launch.status, &StatusMessage::Failed(f));
+        sys::exit_now(125);
+    }
+    reap(command, &launch.status)
+}

@@ -1,0 +1,364 @@
+//! The jail's file system view, in two phases.
+//!
+//! [`prepare`] runs in the supervisor, before the namespaces exist: every host path the jail will
+//! see is cloned into a detached mount (`open_tree(OPEN_TREE_CLONE | AT_RECURSIVE)`) and given
+//! its attributes — read-only, nosuid, nodev, and for the workspace an id mapping — while we
+//! still hold the host's privileges. Sources are therefore resolved once, on the host, before
+//! anything sandboxed runs.
+//!
+//! [`build`] runs in the jail's init, inside the new user and mount namespaces: it makes a
+//! private tmpfs root, attaches the prepared mounts, adds `/tmp`, a minimal `/dev`, a fresh
+//! `/proc` (with `/proc/sys` and friends read-only), synthetic `/etc` files, pivots into the new
+//! root, detaches the old one and makes `/` read-only.
+//!
+//! Guarantees: nothing of the host is visible but what the policy lists; system paths are
+//! read-only whatever uid the jail runs as; no device node but null, zero, full, random and
+//! urandom. Not done: hiding host kernel information in `/proc` beyond what the pid and user
+//! namespaces already hide.
+
+use std::fs;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::{MetadataExt, symlink};
+use std::path::{Path, PathBuf};
+
+use nix::errno::Errno;
+use nix::mount::{MntFlags, MsFlags, mount, umount2};
+
+use crate::error::{SetupFailure, Stage};
+use crate::idmap::{self, IdPlan};
+use crate::policy::{Policy, WORKSPACE_MOUNT};
+use crate::sys;
+
+/// Where the new root is assembled inside the jail's mount namespace.
+const STAGING: &str = "/tmp";
+
+/// Device nodes bound into the jail's `/dev`.
+pub const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom"];
+
+/// What to put at a target path.
+#[derive(Debug)]
+enum Source {
+    /// A detached mount tree.
+    Tree { fd: OwnedFd, dir: bool },
+    /// A symlink with this content.
+    Symlink(PathBuf),
+}
+
+/// One prepared entry of the view.
+#[derive(Debug)]
+struct Entry {
+    target: PathBuf,
+    source: Source,
+}
+
+/// The detached mounts and symlinks of a run, ready to be attached by [`build`].
+#[derive(Debug, Default)]
+pub struct Prepared {
+    entries: Vec<Entry>,
+    /// Paths (inside) readable by the command, for Landlock.
+    pub readable: Vec<PathBuf>,
+    /// Paths (inside) writable by the command, for Landlock.
+    pub writable: Vec<PathBuf>,
+}
+
+fn fail(detail: String, e: Errno) -> SetupFailure {
+    SetupFailure::errno(Stage::Mounts, detail, e)
+}
+
+fn path_str(p: &Path) -> Result<&str, SetupFailure> {
+    p.to_str()
+        .ok_or_else(|| SetupFailure::plain(Stage::Mounts, format!("path {p:?} is not UTF-8")))
+}
+
+impl Prepared {
+    /// Clone `source` into a detached tree with `attrs` (and an id mapping) for `target`.
+    fn tree(
+        &mut self,
+        source: &Path,
+        target: &Path,
+        attrs: u64,
+        userns: Option<&OwnedFd>,
+    ) -> Result<(), SetupFailure> {
+        let src = path_str(source)?;
+        let fd = sys::open_tree_clone(src).map_err(|e| fail(format!("cloning {src}"), e))?;
+        sys::mount_setattr(fd.as_fd(), attrs, 0, None)
+            .map_err(|e| fail(format!("setting attributes of {src}"), e))?;
+        if let Some(ns) = userns {
+            sys::mount_setattr(fd.as_fd(), sys::MOUNT_ATTR_IDMAP, 0, Some(ns.as_fd()))
+                .map_err(|e| fail(format!("id-mapping {src}"), e))?;
+        }
+        let dir = fs::metadata(source).map(|m| m.is_dir()).unwrap_or(false);
+        self.entries.push(Entry {
+            target: target.to_owned(),
+            source: Source::Tree { fd, dir },
+        });
+        Ok(())
+    }
+
+    /// A read-only host path at the same place: a symlink is recreated, a missing path skipped.
+    fn system(&mut self, path: &Path) -> Result<(), SetupFailure> {
+        let Ok(meta) = fs::symlink_metadata(path) else {
+            return Ok(());
+        };
+        if meta.file_type().is_symlink() {
+            let link = fs::read_link(path)
+                .map_err(|e| SetupFailure::io(Stage::Mounts, format!("reading {path:?}"), &e))?;
+            self.entries.push(Entry {
+                target: path.to_owned(),
+                source: Source::Symlink(link),
+            });
+            return Ok(());
+        }
+        let ro = sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV;
+        self.tree(path, path, ro, None)?;
+        self.readable.push(path.to_owned());
+        Ok(())
+    }
+
+    /// A writable host directory, id-mapped when we can so the command owns what it owns.
+    fn writable_dir(
+        &mut self,
+        source: &Path,
+        target: &Path,
+        ids: &IdPlan,
+    ) -> Result<(), SetupFailure> {
+        let userns = if ids.privileged {
+            let meta = fs::metadata(source)
+                .map_err(|e| SetupFailure::io(Stage::Mounts, format!("stat {source:?}"), &e))?;
+            let ns = idmap::idmap_userns(ids, (meta.uid(), meta.gid()))
+                .map_err(|e| fail(format!("id map for {source:?}"), e))?;
+            Some(ns)
+        } else {
+            None
+        };
+        let attrs = sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV;
+        self.tree(source, target, attrs, userns.as_ref())?;
+        self.writable.push(target.to_owned());
+        Ok(())
+    }
+}
+
+/// Phase one (supervisor, host privileges): clone and configure every host path of the view.
+pub fn prepare(policy: &Policy, ids: &IdPlan) -> Result<Prepared, SetupFailure> {
+    let mut p = Prepared::default();
+    for path in policy.system_paths.iter().chain(&policy.etc_paths) {
+        p.system(path)?;
+    }
+    for dev in DEVICES {
+        let path = PathBuf::from(format!("/dev/{dev}"));
+        // Device nodes need `dev`; they stay nosuid.
+        p.tree(&path, &path, sys::MOUNT_ATTR_NOSUID, None)?;
+    }
+    if let Some(ws) = &policy.workspace {
+        p.writable_dir(ws, Path::new(WORKSPACE_MOUNT), ids)?;
+    }
+    let mut binds: Vec<_> = policy.binds.iter().collect();
+    binds.sort_by_key(|b| b.target().components().count());
+    for b in binds {
+        if b.writable && fs::metadata(&b.source).map(|m| m.is_dir()).unwrap_or(false) {
+            p.writable_dir(&b.source, b.target(), ids)?;
+        } else {
+            let ro = sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV;
+            let attrs = if b.writable {
+                ro & !sys::MOUNT_ATTR_RDONLY
+            } else {
+                ro
+            };
+            p.tree(&b.source, b.target(), attrs, None)?;
+            if b.writable {
+                p.writable.push(b.target().to_owned());
+            } else {
+                p.readable.push(b.target().to_owned());
+            }
+        }
+    }
+    Ok(p)
+}
+
+fn staged(target: &Path) -> PathBuf {
+    Path::new(STAGING).join(target.strip_prefix("/").unwrap_or(target))
+}
+
+fn mkdirs(path: &Path) -> Result<(), SetupFailure> {
+    fs::create_dir_all(path)
+        .map_err(|e| SetupFailure::io(Stage::Mounts, format!("creating {path:?}"), &e))
+}
+
+fn write_file(path: &Path, text: &str) -> Result<(), SetupFailure> {
+    fs::write(path, text)
+        .map_err(|e| SetupFailure::io(Stage::Mounts, format!("writing {path:?}"), &e))
+}
+
+fn tmpfs(target: &Path, size: u64, mode: &str, flags: MsFlags) -> Result<(), SetupFailure> {
+    mkdirs(target)?;
+    let data = format!("size={size},mode={mode}");
+    mount(
+        Some("tmpfs"),
+        target,
+        Some("tmpfs"),
+        flags,
+        Some(data.as_str()),
+    )
+    .map_err(|e| fail(format!("mounting tmpfs at {target:?}"), e))
+}
+
+fn attach(entry: Entry) -> Result<(), SetupFailure> {
+    let at = staged(&entry.target);
+    match entry.source {
+        Source::Symlink(link) => {
+            if let Some(parent) = at.parent() {
+                mkdirs(parent)?;
+            }
+            symlink(&link, &at)
+                .map_err(|e| SetupFailure::io(Stage::Mounts, format!("symlink {at:?}"), &e))
+        }
+        Source::Tree { fd, dir } => {
+            if dir {
+                mkdirs(&at)?;
+            } else {
+                if let Some(parent) = at.parent() {
+                    mkdirs(parent)?;
+                }
+                if !at.exists() {
+                    write_file(&at, "")?;
+                }
+            }
+            sys::move_mount_to(fd.as_fd(), path_str(&at)?)
+                .map_err(|e| fail(format!("attaching {:?}", entry.target), e))
+        }
+    }
+}
+
+/// Bind `path` onto itself read-only (inside the new `/proc`).
+fn bind_readonly(path: &Path) -> Result<(), SetupFailure> {
+    if !path.exists() {
+        return Ok(());
+    }
+    let bind = MsFlags::MS_BIND | MsFlags::MS_REC;
+    mount(Some(path), path, None::<&str>, bind, None::<&str>)
+        .map_err(|e| fail(format!("binding {path:?}"), e))?;
+    let ro = MsFlags::MS_BIND
+        | MsFlags::MS_REMOUNT
+        | MsFlags::MS_RDONLY
+        | MsFlags::MS_NOSUID
+        | MsFlags::MS_NODEV
+        | MsFlags::MS_NOEXEC;
+    mount(None::<&str>, path, None::<&str>, ro, None::<&str>)
+        .map_err(|e| fail(format!("making {path:?} read-only"), e))
+}
+
+fn etc_files(root: &Path, policy: &Policy) -> Result<(), SetupFailure> {
+    let etc = root.join("etc");
+    mkdirs(&etc)?;
+    let (uid, gid) = (policy.uid, policy.gid);
+    write_file(
+        &etc.join("passwd"),
+        &format!(
+            "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\n\
+             sandbox:x:{uid}:{gid}:sandbox:{WORKSPACE_MOUNT}:/bin/sh\n\
+             nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+        ),
+    )?;
+    write_file(
+        &etc.join("group"),
+        &format!("root:x:0:\nsandbox:x:{gid}:\nnogroup:x:65534:\n"),
+    )?;
+    write_file(&etc.join("hostname"), &format!("{}\n", policy.hostname))?;
+    write_file(
+        &etc.join("hosts"),
+        &format!(
+            "127.0.0.1 localhost {h}\n::1 localhost {h}\n",
+            h = policy.hostname
+        ),
+    )
+}
+
+/// Phase two (jail init, inside the namespaces): assemble the root and pivot into it. On
+/// return the process's root is the new tree and its working directory `/workspace`; the
+/// returned value keeps the path lists (for Landlock) without the consumed mounts.
+pub fn build(prepared: Prepared, policy: &Policy) -> Result<Prepared, SetupFailure> {
+    let lists = Prepared {
+        entries: Vec::new(),
+        readable: prepared.readable.clone(),
+        writable: prepared.writable.clone(),
+    };
+    let private = MsFlags::MS_REC | MsFlags::MS_PRIVATE;
+    mount(None::<&str>, "/", None::<&str>, private, None::<&str>)
+        .map_err(|e| fail("making / private".into(), e))?;
+    let root = PathBuf::from(STAGING);
+    let nosuid_nodev = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+    tmpfs(&root, 1 << 20, "0755", nosuid_nodev)?;
+    tmpfs(
+        &root.join("dev"),
+        64 << 10,
+        "0755",
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+    )?;
+    let ws = Path::new(WORKSPACE_MOUNT);
+    if !prepared.entries.iter().any(|e| e.target == ws) {
+        tmpfs(&staged(ws), policy.limits.tmp_bytes, "0777", nosuid_nodev)?;
+    }
+    for entry in prepared.entries {
+        attach(entry)?;
+    }
+    let dev = root.join("dev");
+    for (name, link) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ] {
+        symlink(link, dev.join(name))
+            .map_err(|e| SetupFailure::io(Stage::Mounts, format!("/dev/{name}"), &e))?;
+    }
+    tmpfs(
+        &dev.join("shm"),
+        policy.limits.tmp_bytes,
+        "1777",
+        nosuid_nodev,
+    )?;
+    tmpfs(
+        &root.join("tmp"),
+        policy.limits.tmp_bytes,
+        "1777",
+        nosuid_nodev,
+    )?;
+    for t in &policy.tmpfs {
+        tmpfs(&staged(&t.target), t.size_bytes, "0777", nosuid_nodev)?;
+    }
+    etc_files(&root, policy)?;
+    let proc_dir = root.join("proc");
+    mkdirs(&proc_dir)?;
+    let proc_flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+    mount(
+        Some("proc"),
+        &proc_dir,
+        Some("proc"),
+        proc_flags,
+        None::<&str>,
+    )
+    .map_err(|e| fail("mounting /proc".into(), e))?;
+    // No nested user namespaces: the limit is per user namespace and ours is writable by us
+    // only now, before /proc/sys becomes read-only and our capabilities go.
+    write_file(&proc_dir.join("sys/user/max_user_namespaces"), "0")?;
+    for sub in ["sys", "sysrq-trigger", "irq", "bus", "fs"] {
+        bind_readonly(&proc_dir.join(sub))?;
+    }
+    pivot(&root)?;
+    Ok(lists)
+}
+
+fn pivot(root: &Path) -> Result<(), SetupFailure> {
+    nix::unistd::chdir(root).map_err(|e| fail("chdir to the new root".into(), e))?;
+    nix::unistd::pivot_root(".", ".").map_err(|e| fail("pivot_root".into(), e))?;
+    umount2(".", MntFlags::MNT_DETACH).map_err(|e| fail("detaching the old root".into(), e))?;
+    nix::unistd::chdir("/").map_err(|e| fail("chdir /".into(), e))?;
+    let ro = MsFlags::MS_BIND
+        | MsFlags::MS_REMOUNT
+        | MsFlags::MS_RDONLY
+        | MsFlags::MS_NOSUID
+        | MsFlags::MS_NODEV;
+    mount(None::<&str>, "/", None::<&str>, ro, None::<&str>)
+        .map_err(|e| fail("making / read-only".into(), e))?;
+    nix::unistd::chdir(WORKSPACE_MOUNT).map_err(|e| fail("chdir /workspace".into(), e))
+}

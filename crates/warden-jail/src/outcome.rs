@@ -1,0 +1,132 @@
+//! The structured result of a jailed run: how it ended, what it used, which limit stopped it and
+//! which mechanism enforced each limit.
+//!
+//! Everything here comes from the kernel (wait statuses, cgroup counters, the supervisor's own
+//! clocks), never from what the sandboxed program printed.
+
+use serde::{Deserialize, Serialize};
+
+/// The limit that ended a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LimitKind {
+    /// The memory limit (the kernel's OOM killer fired in the jail's cgroup).
+    Memory,
+    /// The process limit (a fork or clone was refused).
+    Pids,
+    /// The wall-clock limit.
+    WallTime,
+    /// The CPU-time limit.
+    CpuTime,
+    /// Too much output on stdout or stderr.
+    Output,
+    /// The file-size limit (a process got SIGXFSZ).
+    FileSize,
+}
+
+/// What enforced a limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mechanism {
+    /// A cgroup v2 controller.
+    CgroupV2,
+    /// A cgroup v1 controller.
+    CgroupV1,
+    /// A per-process resource limit (setrlimit).
+    Rlimit,
+    /// The supervisor (timers, output accounting, counter polling).
+    Supervisor,
+    /// A size-limited tmpfs.
+    Tmpfs,
+}
+
+/// Which mechanisms enforced each limit in this run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Enforcement {
+    /// Wall time.
+    pub wall_time: Vec<Mechanism>,
+    /// CPU time of the tree.
+    pub cpu_time: Vec<Mechanism>,
+    /// Memory of the tree.
+    pub memory: Vec<Mechanism>,
+    /// Process count.
+    pub pids: Vec<Mechanism>,
+    /// Open files.
+    pub open_files: Vec<Mechanism>,
+    /// File size.
+    pub file_size: Vec<Mechanism>,
+    /// Captured output.
+    pub output: Vec<Mechanism>,
+    /// `/tmp` size.
+    pub tmp: Vec<Mechanism>,
+    /// The Landlock level reached.
+    pub landlock: LandlockReport,
+    /// Whether the seccomp filter was installed (always true for a run that started).
+    pub seccomp: bool,
+    /// User id of the command inside the jail.
+    pub uid_inside: u32,
+    /// The host user id that uid maps to.
+    pub uid_host: u32,
+}
+
+/// How far Landlock got.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LandlockReport {
+    /// `fully_enforced`, `partially_enforced`, `not_enforced` or `off`.
+    pub status: String,
+    /// The ABI version used (0 when unavailable).
+    pub abi: u32,
+}
+
+/// Resources used, read after the run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Peak memory of the tree, in bytes (cgroup only).
+    pub peak_memory_bytes: Option<u64>,
+    /// CPU time of the tree, in milliseconds (cgroup only).
+    pub cpu_time_ms: Option<u64>,
+}
+
+/// How a jailed run ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Outcome {
+    /// Exit code of the command, if it exited.
+    pub exit_code: Option<i32>,
+    /// The signal that killed the command, if one did.
+    pub signal: Option<i32>,
+    /// Wall time from start to the end of the whole tree, in milliseconds.
+    pub duration_ms: u64,
+    /// The limit that ended the run, if one did.
+    pub limit_hit: Option<LimitKind>,
+    /// Whether the caller killed the run.
+    pub killed: bool,
+    /// Captured stdout (capture mode only).
+    #[serde(skip)]
+    pub stdout: Vec<u8>,
+    /// Captured stderr (capture mode only).
+    #[serde(skip)]
+    pub stderr: Vec<u8>,
+    /// Bytes the command wrote to stdout (counted even when not kept).
+    pub stdout_bytes: u64,
+    /// Bytes the command wrote to stderr.
+    pub stderr_bytes: u64,
+    /// Whether stdout was cut at the output limit.
+    pub stdout_truncated: bool,
+    /// Whether stderr was cut at the output limit.
+    pub stderr_truncated: bool,
+    /// Resource usage.
+    pub usage: Usage,
+    /// Which mechanisms enforced what.
+    pub enforcement: Enforcement,
+}
+
+impl Outcome {
+    /// The conventional shell status: the exit code, or 128 + the signal number.
+    pub fn shell_status(&self) -> i32 {
+        match (self.exit_code, self.signal) {
+            (Some(code), _) => code,
+            (None, Some(sig)) => 128 + sig,
+            (None, None) => 125,
+        }
+    }
+}

@@ -1,0 +1,344 @@
+//! The sandbox policy: what a jailed command sees and how much it may use.
+//!
+//! A [`Policy`] is plain data (serde, TOML) with a default for everything. [`Policy::validate`]
+//! checks it before anything is started and fails closed: a bind that would cover the jail's
+//! own mounts, a relative target or a zero limit is an error, never silently adjusted.
+//! Nothing here is taken from the sandboxed program: policies come from the operator.
+
+use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// Mount point of the workspace inside the jail (also the working directory).
+pub const WORKSPACE_MOUNT: &str = "/workspace";
+
+/// Errors in a policy.
+#[derive(Debug, Error)]
+pub enum PolicyError {
+    /// The TOML did not parse or had unknown fields.
+    #[error("policy file {path}: {source}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What was wrong.
+        #[source]
+        source: Box<toml::de::Error>,
+    },
+    /// The file could not be read.
+    #[error("reading policy file {path}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A mount target is not an absolute, normal path.
+    #[error("mount target {0:?} must be an absolute path without `..`")]
+    BadTarget(PathBuf),
+    /// A mount target would hide or sit inside one of the jail's own mounts.
+    #[error("mount target {0:?} collides with a mount the jail owns (/, /proc, /dev, /workspace)")]
+    ReservedTarget(PathBuf),
+    /// A bind source does not exist.
+    #[error("bind source {path:?} does not exist")]
+    MissingSource {
+        /// The source.
+        path: PathBuf,
+    },
+    /// A limit of zero.
+    #[error("limit `{0}` must be greater than zero")]
+    ZeroLimit(&'static str),
+    /// An environment variable name that cannot be passed to execve.
+    #[error("environment variable name {0:?} is empty or contains `=` or NUL")]
+    BadEnvName(String),
+    /// A string with a NUL byte.
+    #[error("{0} contains a NUL byte")]
+    Nul(&'static str),
+}
+
+/// Network mode of the jail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum NetworkMode {
+    /// A fresh network namespace with only loopback up: nothing leaves the jail.
+    #[default]
+    None,
+}
+
+/// How hard the jail insists on Landlock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum LandlockMode {
+    /// Apply it at the best level the kernel offers and report the level reached.
+    #[default]
+    BestEffort,
+    /// Refuse to start the command unless every requested Landlock feature is enforced.
+    Required,
+    /// Do not use Landlock (the mount plan alone shapes the file system).
+    Off,
+}
+
+/// A bind mount of a host path into the jail.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Bind {
+    /// Host path.
+    pub source: PathBuf,
+    /// Path inside the jail (defaults to `source`).
+    #[serde(default)]
+    pub target: Option<PathBuf>,
+    /// Whether the jail may write to it.
+    #[serde(default)]
+    pub writable: bool,
+}
+
+impl Bind {
+    /// The path inside the jail.
+    pub fn target(&self) -> &Path {
+        self.target.as_deref().unwrap_or(&self.source)
+    }
+}
+
+/// A private tmpfs inside the jail.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tmpfs {
+    /// Path inside the jail.
+    pub target: PathBuf,
+    /// Size limit in bytes.
+    #[serde(default = "default_tmpfs_size")]
+    pub size_bytes: u64,
+}
+
+fn default_tmpfs_size() -> u64 {
+    64 << 20
+}
+
+/// Resource limits. Every one has a default; none can be switched off.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Wall-clock time before the whole tree is killed, in milliseconds.
+    pub wall_time_ms: u64,
+    /// CPU time of the whole tree, in milliseconds.
+    pub cpu_time_ms: u64,
+    /// Memory of the whole tree, in bytes.
+    pub memory_bytes: u64,
+    /// Processes and threads alive at once.
+    pub pids: u64,
+    /// Open files per process.
+    pub open_files: u64,
+    /// Largest file a process may write, in bytes.
+    pub file_size_bytes: u64,
+    /// Bytes kept of stdout and of stderr each; more ends the run.
+    pub output_bytes: u64,
+    /// Size of the private `/tmp`, in bytes.
+    pub tmp_bytes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            wall_time_ms: 300_000,
+            cpu_time_ms: 300_000,
+            memory_bytes: 1 << 30,
+            pids: 512,
+            open_files: 1024,
+            file_size_bytes: 1 << 30,
+            output_bytes: 16 << 20,
+            tmp_bytes: 256 << 20,
+        }
+    }
+}
+
+/// Everything the jail needs to know about one sandboxed command, except the command.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Policy {
+    /// Host directory mounted read-write at `/workspace`; `None` gives an empty private tmpfs.
+    pub workspace: Option<PathBuf>,
+    /// The command's whole environment (nothing is inherited from the caller).
+    pub env: BTreeMap<String, String>,
+    /// Resource limits.
+    pub limits: Limits,
+    /// Network mode.
+    pub network: NetworkMode,
+    /// Landlock mode.
+    pub landlock: LandlockMode,
+    /// Host system directories bound read-only (those that do not exist are skipped; symlinks
+    /// such as a merged-usr `/bin` are recreated as symlinks).
+    pub system_paths: Vec<PathBuf>,
+    /// Single files or directories of `/etc` bound read-only when present.
+    pub etc_paths: Vec<PathBuf>,
+    /// Extra binds.
+    pub binds: Vec<Bind>,
+    /// Extra tmpfs mounts.
+    pub tmpfs: Vec<Tmpfs>,
+    /// Host name inside the jail.
+    pub hostname: String,
+    /// User id the command runs as inside the jail.
+    pub uid: u32,
+    /// Group id the command runs as inside the jail.
+    pub gid: u32,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        let env = [
+            ("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"),
+            ("HOME", WORKSPACE_MOUNT),
+            ("LANG", "C.UTF-8"),
+            ("TMPDIR", "/tmp"),
+            ("USER", "sandbox"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        let paths = |list: &[&str]| list.iter().map(PathBuf::from).collect();
+        Policy {
+            workspace: None,
+            env,
+            limits: Limits::default(),
+            network: NetworkMode::None,
+            landlock: LandlockMode::BestEffort,
+            system_paths: paths(&[
+                "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+            ]),
+            etc_paths: paths(&[
+                "/etc/alternatives",
+                "/etc/ld.so.cache",
+                "/etc/ld.so.conf",
+                "/etc/ld.so.conf.d",
+                "/etc/localtime",
+                "/etc/nsswitch.conf",
+                "/etc/ssl",
+                "/etc/ca-certificates",
+                "/etc/mime.types",
+                "/etc/protocols",
+                "/etc/services",
+                "/etc/python3",
+                "/etc/python3.11",
+                "/etc/gitconfig",
+            ]),
+            binds: Vec::new(),
+            tmpfs: Vec::new(),
+            hostname: "warden".to_owned(),
+            uid: 1000,
+            gid: 1000,
+        }
+    }
+}
+
+/// Targets the jail mounts itself; user mounts may not be these or lie beneath them (except
+/// `/workspace`, beneath which extra binds are allowed).
+const RESERVED: &[&str] = &["/", "/proc", "/dev", "/etc", "/tmp"];
+
+fn check_target(target: &Path) -> Result<(), PolicyError> {
+    let normal = target.is_absolute()
+        && target
+            .components()
+            .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+    if !normal {
+        return Err(PolicyError::BadTarget(target.to_owned()));
+    }
+    let reserved = RESERVED.iter().any(|r| {
+        let r = Path::new(r);
+        target == r || (r != Path::new("/") && target.starts_with(r))
+    });
+    if reserved || target == Path::new(WORKSPACE_MOUNT) {
+        return Err(PolicyError::ReservedTarget(target.to_owned()));
+    }
+    Ok(())
+}
+
+impl Policy {
+    /// Read a policy from a TOML file (unknown fields are errors).
+    pub fn from_toml_file(path: &Path) -> Result<Policy, PolicyError> {
+        let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        toml::from_str(&text).map_err(|e| PolicyError::Parse {
+            path: path.to_owned(),
+            source: Box::new(e),
+        })
+    }
+
+    /// Check the policy; see the module docs for what is refused.
+    pub fn validate(&self) -> Result<(), PolicyError> {
+        let l = &self.limits;
+        for (name, v) in [
+            ("wall_time_ms", l.wall_time_ms),
+            ("cpu_time_ms", l.cpu_time_ms),
+            ("memory_bytes", l.memory_bytes),
+            ("pids", l.pids),
+            ("open_files", l.open_files),
+            ("file_size_bytes", l.file_size_bytes),
+            ("output_bytes", l.output_bytes),
+            ("tmp_bytes", l.tmp_bytes),
+        ] {
+            if v == 0 {
+                return Err(PolicyError::ZeroLimit(name));
+            }
+        }
+        for b in &self.binds {
+            check_target(b.target())?;
+            if !b.source.exists() {
+                return Err(PolicyError::MissingSource {
+                    path: b.source.clone(),
+                });
+            }
+        }
+        for t in &self.tmpfs {
+            check_target(&t.target)?;
+            if t.size_bytes == 0 {
+                return Err(PolicyError::ZeroLimit("tmpfs.size_bytes"));
+            }
+        }
+        if let Some(ws) = &self.workspace
+            && !ws.is_dir()
+        {
+            return Err(PolicyError::MissingSource { path: ws.clone() });
+        }
+        for (k, v) in &self.env {
+            if k.is_empty() || k.contains('=') || k.contains('\0') {
+                return Err(PolicyError::BadEnvName(k.clone()));
+            }
+            if v.contains('\0') {
+                return Err(PolicyError::Nul("an environment value"));
+            }
+        }
+        if self.hostname.contains('\0') || self.hostname.len() > 64 {
+            return Err(PolicyError::Nul(
+                "the host name (or it is longer than 64 bytes)",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Parse a size such as `512M`, `2G`, `64k` or `1048576` (powers of 1024).
+pub fn parse_size(text: &str) -> Option<u64> {
+    let t = text.trim();
+    let (num, mult) = match t.char_indices().last()? {
+        (i, c) if c.is_ascii_alphabetic() => {
+            let mult: u64 = match c.to_ascii_lowercase() {
+                'k' => 1 << 10,
+                'm' => 1 << 20,
+                'g' => 1 << 30,
+                't' => 1 << 40,
+                'b' => 1,
+                _ => return None,
+            };
+            (&t[..i], mult)
+        }
+        _ => (t, 1),
+    };
+    num.trim().parse::<u64>().ok()?.checked_mul(mult)
+}
+
+#[cfg(test)]
+#[path = "policy_tests.rs"]
+mod tests;

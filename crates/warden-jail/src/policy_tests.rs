@@ -1,0 +1,79 @@
+use super::*;
+
+#[test]
+fn sizes_parse_with_binary_suffixes() {
+    assert_eq!(parse_size("512M"), Some(512 << 20));
+    assert_eq!(parse_size("2g"), Some(2 << 30));
+    assert_eq!(parse_size("64k"), Some(64 << 10));
+    assert_eq!(parse_size("100"), Some(100));
+    assert_eq!(parse_size("1x"), None);
+    assert_eq!(parse_size(""), None);
+    assert_eq!(parse_size("99999999999999T"), None);
+}
+
+#[test]
+fn default_policy_is_valid() {
+    Policy::default().validate().unwrap();
+}
+
+#[test]
+fn binds_may_not_cover_the_jails_own_mounts() {
+    for target in [
+        "/",
+        "/proc",
+        "/proc/sys",
+        "/dev/null",
+        "/workspace",
+        "/etc/passwd",
+    ] {
+        let mut p = Policy::default();
+        p.binds.push(Bind {
+            source: "/usr".into(),
+            target: Some(target.into()),
+            writable: false,
+        });
+        assert!(
+            matches!(p.validate(), Err(PolicyError::ReservedTarget(_))),
+            "{target}"
+        );
+    }
+    let mut p = Policy::default();
+    p.binds.push(Bind {
+        source: "/usr".into(),
+        target: Some("/opt/../x".into()),
+        writable: false,
+    });
+    assert!(matches!(p.validate(), Err(PolicyError::BadTarget(_))));
+    let mut p = Policy::default();
+    p.binds.push(Bind {
+        source: "/usr".into(),
+        target: Some("/workspace/tools".into()),
+        writable: false,
+    });
+    p.validate().unwrap();
+}
+
+#[test]
+fn zero_limits_and_bad_env_are_refused() {
+    let mut p = Policy::default();
+    p.limits.pids = 0;
+    assert!(matches!(p.validate(), Err(PolicyError::ZeroLimit("pids"))));
+    let mut p = Policy::default();
+    p.env.insert("A=B".into(), "x".into());
+    assert!(matches!(p.validate(), Err(PolicyError::BadEnvName(_))));
+}
+
+#[test]
+fn toml_with_unknown_fields_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("p.toml");
+    std::fs::write(&f, "hostname = 'x'\n[limits]\npids = 10\n").unwrap();
+    let p = Policy::from_toml_file(&f).unwrap();
+    assert_eq!(p.limits.pids, 10);
+    assert_eq!(p.limits.open_files, Limits::default().open_files);
+    std::fs::write(&f, "[limits]\nmemroy = 10\n").unwrap();
+    assert!(matches!(
+        Policy::from_toml_file(&f),
+        Err(PolicyError::Parse { .. })
+    ));
+}

@@ -1,0 +1,176 @@
+//! The jail's seccomp policy: which syscalls a sandboxed process may not make, as data.
+//!
+//! The filter is default-allow with a deny list aimed at kernel attack surface and sandbox
+//! escapes (see [`deny_rules`]); the architecture check and the x32 check come from the
+//! assembler in [`bpf`]. What it guarantees: the listed syscalls fail with the stated errno
+//! whatever their arguments; processes entering through a foreign ABI are killed. What it does
+//! not do: restrict ordinary file or network syscalls — the mount plan, Landlock and the network
+//! namespace own those.
+
+pub mod bpf;
+
+use bpf::{Action, ArgCond, Cmp, Rule};
+use thiserror::Error;
+
+/// Errors installing the filter.
+#[derive(Debug, Error)]
+pub enum SeccompError {
+    /// The rules could not be assembled.
+    #[error("building the seccomp filter")]
+    Build(#[from] bpf::BpfError),
+    /// The kernel refused the program.
+    #[error("installing the seccomp filter")]
+    Install(#[source] nix::errno::Errno),
+}
+
+const EPERM: u16 = libc::EPERM as u16;
+const ENOSYS: u16 = libc::ENOSYS as u16;
+const EAFNOSUPPORT: u16 = libc::EAFNOSUPPORT as u16;
+
+/// Syscalls denied outright with EPERM.
+const DENY_EPERM: &[i64] = &[
+    libc::SYS_ptrace,
+    libc::SYS_process_vm_readv,
+    libc::SYS_process_vm_writev,
+    libc::SYS_pidfd_getfd,
+    libc::SYS_mount,
+    libc::SYS_umount2,
+    libc::SYS_pivot_root,
+    libc::SYS_chroot,
+    libc::SYS_unshare,
+    libc::SYS_setns,
+    libc::SYS_bpf,
+    libc::SYS_perf_event_open,
+    libc::SYS_keyctl,
+    libc::SYS_add_key,
+    libc::SYS_request_key,
+    libc::SYS_userfaultfd,
+    libc::SYS_kexec_load,
+    libc::SYS_kexec_file_load,
+    libc::SYS_init_module,
+    libc::SYS_finit_module,
+    libc::SYS_delete_module,
+    libc::SYS_open_by_handle_at,
+    libc::SYS_reboot,
+    libc::SYS_swapon,
+    libc::SYS_swapoff,
+    libc::SYS_acct,
+    libc::SYS_syslog,
+    libc::SYS_settimeofday,
+    libc::SYS_clock_settime,
+    libc::SYS_clock_adjtime,
+    libc::SYS_adjtimex,
+    libc::SYS_quotactl,
+    libc::SYS_quotactl_fd,
+    libc::SYS_vhangup,
+    libc::SYS_fanotify_init,
+    libc::SYS_lookup_dcookie,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_iopl,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_ioperm,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_uselib,
+];
+
+/// Syscalls denied with ENOSYS, so that libraries fall back to an older interface (clone3 →
+/// clone, io_uring → read/write) or report "not supported" instead of a permission problem.
+const DENY_ENOSYS: &[i64] = &[
+    libc::SYS_clone3,
+    libc::SYS_open_tree,
+    OPEN_TREE_ATTR,
+    libc::SYS_move_mount,
+    libc::SYS_fsopen,
+    libc::SYS_fsconfig,
+    libc::SYS_fsmount,
+    libc::SYS_fspick,
+    libc::SYS_mount_setattr,
+    libc::SYS_io_uring_setup,
+    libc::SYS_io_uring_enter,
+    libc::SYS_io_uring_register,
+];
+
+/// `open_tree_attr(2)` (Linux 6.15), not yet in `libc`; the same number on every architecture
+/// that uses the common syscall table.
+const OPEN_TREE_ATTR: i64 = 467;
+
+/// Namespace flags that `clone(2)` may not carry.
+const NAMESPACE_FLAGS: &[u64] = &[
+    libc::CLONE_NEWNS as u64,
+    libc::CLONE_NEWUSER as u64,
+    libc::CLONE_NEWPID as u64,
+    libc::CLONE_NEWNET as u64,
+    libc::CLONE_NEWIPC as u64,
+    libc::CLONE_NEWUTS as u64,
+    libc::CLONE_NEWCGROUP as u64,
+    0x80, // CLONE_NEWTIME
+];
+
+/// Socket families a sandboxed process may use.
+const ALLOWED_FAMILIES: &[u64] = &[
+    libc::AF_UNIX as u64,
+    libc::AF_INET as u64,
+    libc::AF_INET6 as u64,
+];
+
+/// Terminal ioctls that inject input or poke the console.
+const DENIED_IOCTLS: &[u32] = &[libc::TIOCSTI as u32, libc::TIOCLINUX as u32];
+
+fn always(nr: i64, errno: u16) -> Rule {
+    Rule {
+        nr,
+        conds: Vec::new(),
+        action: Action::Errno(errno),
+    }
+}
+
+fn when(nr: i64, arg: u8, cmp: Cmp, action: Action) -> Rule {
+    Rule {
+        nr,
+        conds: vec![ArgCond { arg, cmp }],
+        action,
+    }
+}
+
+/// The jail's deny list.
+pub fn deny_rules() -> Vec<Rule> {
+    let mut rules: Vec<Rule> = DENY_EPERM.iter().map(|&nr| always(nr, EPERM)).collect();
+    rules.extend(DENY_ENOSYS.iter().map(|&nr| always(nr, ENOSYS)));
+    for &flag in NAMESPACE_FLAGS {
+        let cmp = Cmp::MaskedEq {
+            mask: flag,
+            value: flag,
+        };
+        rules.push(when(libc::SYS_clone, 0, cmp, Action::Errno(EPERM)));
+    }
+    // personality: PER_LINUX and the query value only (no ADDR_NO_RANDOMIZE, READ_IMPLIES_EXEC).
+    for allowed in [0u64, 0xffff_ffff] {
+        let rule = when(libc::SYS_personality, 0, Cmp::Eq(allowed), Action::Allow);
+        rules.push(rule);
+    }
+    rules.push(always(libc::SYS_personality, EPERM));
+    for nr in [libc::SYS_socket, libc::SYS_socketpair] {
+        for &family in ALLOWED_FAMILIES {
+            rules.push(when(nr, 0, Cmp::Eq(family), Action::Allow));
+        }
+        rules.push(always(nr, EAFNOSUPPORT));
+    }
+    for &req in DENIED_IOCTLS {
+        let cmp = Cmp::MaskedEq32 {
+            mask: 0xffff_ffff,
+            value: req,
+        };
+        rules.push(when(libc::SYS_ioctl, 1, cmp, Action::Errno(EPERM)));
+    }
+    rules
+}
+
+/// Assemble the jail's filter.
+pub fn program() -> Result<Vec<libc::sock_filter>, SeccompError> {
+    Ok(bpf::assemble(&deny_rules(), Action::Allow)?)
+}
+
+/// Install `program` (built before the fork) on the calling thread. no_new_privs must be set.
+pub fn install(program: &[libc::sock_filter]) -> Result<(), SeccompError> {
+    crate::sys::seccomp_install(program).map_err(SeccompError::Install)
+}

@@ -1,0 +1,295 @@
+//! Starting the jail from a program that may be multi-threaded (an async server, a test).
+//!
+//! The jail's set-up must happen in a single-threaded process, so [`Jail`] re-executes a helper
+//! binary (the `warden` executable, whose `main` calls [`helper_main`] when its first argument
+//! is [`HELPER_ARG`]). The helper gets the request on descriptor 3 — which then stays open as
+//! the lifeline: closing it kills the run — and writes the outcome on descriptor 4.
+//! The only code that runs between `fork` and `exec` here is `dup2`/`fcntl`, which are
+//! async-signal-safe.
+
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::Duration;
+
+use nix::fcntl::OFlag;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{JailError, SetupFailure};
+use crate::outcome::Outcome;
+use crate::policy::Policy;
+use crate::protocol::{MAX_JSON_FRAME, read_frame, write_frame};
+use crate::supervisor::{IoMode, Request, supervise};
+
+/// First argument that makes the `warden` binary act as the jail helper.
+pub const HELPER_ARG: &str = "__jail-supervise";
+
+/// Largest stdin accepted in capture mode.
+pub const MAX_STDIN: u32 = 64 << 20;
+
+const REQUEST_FD: RawFd = 3;
+const RESULT_FD: RawFd = 4;
+
+/// What the helper sends back.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Reply {
+    Outcome(Outcome),
+    Failed(SetupFailure),
+    NotFound(String),
+    NotExecutable { program: String, errno: i32 },
+    Refused(String),
+}
+
+/// Starts jailed commands through a helper executable.
+#[derive(Debug, Clone)]
+pub struct Jail {
+    helper: PathBuf,
+}
+
+impl Jail {
+    /// A jail whose helper is the current executable (the `warden` binary).
+    pub fn current_exe() -> Result<Jail, JailError> {
+        let helper = std::env::current_exe().map_err(|source| JailError::Helper {
+            path: PathBuf::from("/proc/self/exe"),
+            source,
+        })?;
+        Ok(Jail { helper })
+    }
+
+    /// A jail whose helper is `path` (a `warden` binary).
+    pub fn with_helper(path: impl Into<PathBuf>) -> Jail {
+        Jail {
+            helper: path.into(),
+        }
+    }
+
+    fn start(&self, req: &Request, stdio: [Stdio; 3]) -> Result<(Child, File, File), JailError> {
+        req.policy.validate()?;
+        if req.argv.is_empty() {
+            return Err(JailError::BadCommand("empty command line"));
+        }
+        let helper_err = |source| JailError::Helper {
+            path: self.helper.clone(),
+            source,
+        };
+        let io_err = |e: nix::errno::Errno| helper_err(std::io::Error::from(e));
+        let (req_r, req_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(io_err)?;
+        let (res_r, res_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(io_err)?;
+        let (req_raw, res_raw) = (req_r.as_raw_fd(), res_w.as_raw_fd());
+        let [stdin, stdout, stderr] = stdio;
+        let mut cmd = Command::new(&self.helper);
+        cmd.arg(HELPER_ARG)
+            .env_clear()
+            .stdin(stdin)
+            .stdout(stdout)
+            .stderr(stderr);
+        // SAFETY: the closure only calls fcntl and dup2 (async-signal-safe) on descriptors that
+        // are open in the child: it moves them out of the way of 3 and 4 first, then into place.
+        unsafe {
+            cmd.pre_exec(move || {
+                let hi_req = libc::fcntl(req_raw, libc::F_DUPFD_CLOEXEC, 10);
+                let hi_res = libc::fcntl(res_raw, libc::F_DUPFD_CLOEXEC, 10);
+                if hi_req < 0
+                    || hi_res < 0
+                    || libc::dup2(hi_req, REQUEST_FD) < 0
+                    || libc::dup2(hi_res, RESULT_FD) < 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().map_err(helper_err)?;
+        drop((req_r, res_w));
+        let mut lifeline = File::from(req_w);
+        let body = serde_json::to_vec(req).map_err(|_| JailError::Protocol("request encoding"))?;
+        let sent =
+            write_frame(&mut lifeline, &body).and_then(|()| write_frame(&mut lifeline, &req.stdin));
+        if sent.is_err() {
+            return Err(JailError::Protocol("exited before reading its request"));
+        }
+        Ok((child, lifeline, File::from(res_r)))
+    }
+
+    /// Run `argv` to completion and capture its output (up to the policy's output limit).
+    pub fn run(
+        &self,
+        policy: &Policy,
+        argv: &[String],
+        stdin: &[u8],
+    ) -> Result<Outcome, JailError> {
+        if stdin.len() > MAX_STDIN as usize {
+            return Err(JailError::BadCommand("stdin larger than 64 MiB"));
+        }
+        let req = Request {
+            policy: policy.clone(),
+            argv: argv.to_vec(),
+            io: IoMode::Capture,
+            stdin: stdin.to_vec(),
+        };
+        let stdio = [Stdio::null(), Stdio::null(), Stdio::null()];
+        let (child, lifeline, result) = self.start(&req, stdio)?;
+        let mut running = Running {
+            child,
+            lifeline: Some(lifeline),
+            result,
+            stdin: None,
+            stdout: None,
+            stderr: None,
+        };
+        running.wait()
+    }
+
+    /// Start `argv` with piped stdin, stdout and stderr for a long-lived conversation.
+    pub fn spawn(&self, policy: &Policy, argv: &[String]) -> Result<Running, JailError> {
+        let req = Request {
+            policy: policy.clone(),
+            argv: argv.to_vec(),
+            io: IoMode::Inherit,
+            stdin: Vec::new(),
+        };
+        let stdio = [Stdio::piped(), Stdio::piped(), Stdio::piped()];
+        let (mut child, lifeline, result) = self.start(&req, stdio)?;
+        Ok(Running {
+            stdin: child.stdin.take(),
+            stdout: child.stdout.take(),
+            stderr: child.stderr.take(),
+            child,
+            lifeline: Some(lifeline),
+            result,
+        })
+    }
+}
+
+/// A jailed command started with [`Jail::spawn`].
+#[derive(Debug)]
+pub struct Running {
+    child: Child,
+    lifeline: Option<File>,
+    result: File,
+    /// The command's stdin.
+    pub stdin: Option<ChildStdin>,
+    /// The command's stdout.
+    pub stdout: Option<ChildStdout>,
+    /// The command's stderr.
+    pub stderr: Option<ChildStderr>,
+}
+
+impl Running {
+    /// Kill the whole sandboxed tree (the outcome then says `killed`).
+    pub fn kill(&mut self) {
+        self.lifeline = None;
+    }
+
+    /// Host pid of the helper (the supervisor of this run).
+    pub fn supervisor_pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Wait for the run to end.
+    pub fn wait(&mut self) -> Result<Outcome, JailError> {
+        let reply = read_frame(&mut self.result, MAX_JSON_FRAME);
+        let outcome = reply.and_then(|json| {
+            let reply: Reply = serde_json::from_slice(&json).map_err(std::io::Error::other)?;
+            Ok(reply)
+        });
+        let outcome = match outcome {
+            Ok(Reply::Outcome(mut o)) => {
+                let cap =
+                    u32::try_from(o.stdout_bytes.min(u64::from(u32::MAX))).unwrap_or(u32::MAX);
+                o.stdout = read_frame(&mut self.result, cap).unwrap_or_default();
+                let cap =
+                    u32::try_from(o.stderr_bytes.min(u64::from(u32::MAX))).unwrap_or(u32::MAX);
+                o.stderr = read_frame(&mut self.result, cap).unwrap_or_default();
+                Ok(o)
+            }
+            Ok(Reply::Failed(f)) => Err(f.into()),
+            Ok(Reply::NotFound(p)) => Err(JailError::NotFound(p)),
+            Ok(Reply::NotExecutable { program, errno }) => {
+                Err(JailError::NotExecutable { program, errno })
+            }
+            Ok(Reply::Refused(why)) => Err(JailError::Setup(SetupFailure::plain(
+                crate::error::Stage::Supervisor,
+                why,
+            ))),
+            Err(_) => Err(JailError::Protocol("ended without an outcome")),
+        };
+        self.lifeline = None;
+        let _ = self.child.wait();
+        outcome
+    }
+
+    /// Wait up to `timeout`; `Ok(None)` when the run is still going.
+    pub fn wait_timeout(&mut self, timeout: Duration) -> Result<Option<Outcome>, JailError> {
+        let ms = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
+        let mut fds = [PollFd::new(self.result.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::from(ms)) {
+            Ok(0) => Ok(None),
+            _ => self.wait().map(Some),
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        // Closing the lifeline makes the helper kill the tree; reap the helper so it does not
+        // linger as a zombie. The tree's death does not depend on this running.
+        self.lifeline = None;
+        let _ = self.child.wait();
+    }
+}
+
+/// The helper's `main`: read the request on descriptor 3, supervise, answer on descriptor 4.
+/// Returns the helper's exit code.
+pub fn helper_main() -> i32 {
+    // SAFETY: descriptors 3 and 4 were placed by `Jail::start` for us alone and nothing else in
+    // this fresh process owns them.
+    let (req_fd, res_fd) = unsafe {
+        (
+            OwnedFd::from_raw_fd(REQUEST_FD),
+            OwnedFd::from_raw_fd(RESULT_FD),
+        )
+    };
+    let mut req_file = File::from(req_fd);
+    let mut out = File::from(res_fd);
+    let reply = match read_request(&mut req_file) {
+        Ok(req) => {
+            let lifeline: BorrowedFd<'_> = req_file.as_fd();
+            match supervise(&req, Some(lifeline)) {
+                Ok(o) => {
+                    let (stdout, stderr) = (o.stdout.clone(), o.stderr.clone());
+                    (Reply::Outcome(o), stdout, stderr)
+                }
+                Err(e) => (error_reply(e), Vec::new(), Vec::new()),
+            }
+        }
+        Err(why) => (Reply::Refused(why.to_owned()), Vec::new(), Vec::new()),
+    };
+    let json = serde_json::to_vec(&reply.0).unwrap_or_default();
+    let sent = write_frame(&mut out, &json)
+        .and_then(|()| write_frame(&mut out, &reply.1))
+        .and_then(|()| write_frame(&mut out, &reply.2))
+        .and_then(|()| out.flush());
+    i32::from(sent.is_err())
+}
+
+fn read_request(r: &mut File) -> Result<Request, &'static str> {
+    let json = read_frame(r, MAX_JSON_FRAME).map_err(|_| "request missing or too large")?;
+    let mut req: Request = serde_json::from_slice(&json).map_err(|_| "request malformed")?;
+    req.stdin = read_frame(r, MAX_STDIN).map_err(|_| "stdin missing or too large")?;
+    Ok(req)
+}
+
+fn error_reply(e: JailError) -> Reply {
+    match e {
+        JailError::Setup(f) => Reply::Failed(f),
+        JailError::NotFound(p) => Reply::NotFound(p),
+        JailError::NotExecutable { program, errno } => Reply::NotExecutable { program, errno },
+        other => Reply::Refused(other.to_string()),
+    }
+}

@@ -1,0 +1,672 @@
+//! The supervisor: starts the jail and watches it until the whole tree is gone.
+//!
+//! Runs in a single-threaded process (the `warden run` process itself, or the helper that the
+//! library re-executes). It prepares mounts and the seccomp program while it still has host
+//! privileges, creates the run's cgroup, clones the jail's init into fresh user, mount, pid,
+//! network, IPC and UTS namespaces, writes the id maps, then polls: the init's pidfd, the
+//! command's output pipes, stdin to forward, the caller's lifeline, termination signals and a
+//! clock for the wall-time limit and the cgroup counters.
+//!
+//! Guarantees: every limit that is hit ends the run by killing the init (and with it the whole
+//! pid namespace) and is reported; the supervisor returns only after the init is reaped, so no
+//! sandboxed process remains; captured output never exceeds the output limit.
+
+use std::ffi::CString;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::fcntl::{FcntlArg, OFlag, fcntl};
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, sigprocmask};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::unistd::Pid;
+use serde::{Deserialize, Serialize};
+
+use crate::cgroup::{Counters, RunCgroup};
+use crate::error::{JailError, SetupFailure, Stage};
+use crate::idmap;
+use crate::init::{self, Launch};
+use crate::mounts;
+use crate::outcome::{Enforcement, LandlockReport, LimitKind, Mechanism, Outcome, Usage};
+use crate::policy::Policy;
+use crate::protocol::StatusMessage;
+use crate::seccomp;
+use crate::sys::{self, CloneResult};
+
+/// How the command's stdin, stdout and stderr are connected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IoMode {
+    /// Feed the request's stdin bytes; keep stdout and stderr (up to the limit) in the outcome.
+    Capture,
+    /// Forward our stdin to the command and its output to our stdout and stderr, counting it.
+    Stream,
+    /// Give the command our own descriptors 0-2 (for long-lived children behind pipes); no
+    /// output limit applies.
+    Inherit,
+}
+
+/// One command to run in the jail.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Request {
+    /// The policy.
+    pub policy: Policy,
+    /// The command line (program first).
+    pub argv: Vec<String>,
+    /// How stdio is wired.
+    pub io: IoMode,
+    /// Bytes for the command's stdin in [`IoMode::Capture`].
+    #[serde(skip)]
+    pub stdin: Vec<u8>,
+}
+
+/// Poll interval for cgroup counters (pids refused, OOM kills, CPU time).
+const TICK: Duration = Duration::from_millis(50);
+
+fn cstrings(list: impl IntoIterator<Item = String>) -> Result<Vec<CString>, JailError> {
+    list.into_iter()
+        .map(|s| CString::new(s).map_err(|_| JailError::BadCommand("a NUL byte in the command")))
+        .collect()
+}
+
+fn sup_err(detail: &str) -> impl Fn(Errno) -> JailError + '_ {
+    move |e| JailError::Setup(SetupFailure::errno(Stage::Supervisor, detail, e))
+}
+
+fn pipe() -> Result<(OwnedFd, OwnedFd), JailError> {
+    nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(sup_err("pipe2"))
+}
+
+fn set_nonblocking(fd: &OwnedFd) -> Result<(), JailError> {
+    fcntl(fd, FcntlArg::F_SETFL(OFlag::O_NONBLOCK)).map_err(sup_err("fcntl"))?;
+    Ok(())
+}
+
+/// One output stream of the command, as seen by the supervisor.
+struct Output {
+    fd: Option<OwnedFd>,
+    kept: Vec<u8>,
+    total: u64,
+    emitted: u64,
+    truncated: bool,
+    /// Forward to this descriptor of ours instead of keeping.
+    forward: Option<i32>,
+}
+
+impl Output {
+    fn new(fd: OwnedFd, forward: Option<i32>) -> Output {
+        Output {
+            fd: Some(fd),
+            kept: Vec::new(),
+            total: 0,
+            emitted: 0,
+            truncated: false,
+            forward,
+        }
+    }
+
+    /// Read what is available; returns true when the limit was just exceeded.
+    fn pump(&mut self, limit: u64) -> bool {
+        let Some(fd) = &self.fd else { return false };
+        let mut buf = [0u8; 65536];
+        match nix::unistd::read(fd, &mut buf) {
+            Ok(0) => {
+                self.fd = None;
+                false
+            }
+            Ok(n) => {
+                self.total += n as u64;
+                let room =
+                    usize::try_from(limit.saturating_sub(self.emitted)).unwrap_or(usize::MAX);
+                let take = n.min(room);
+                match self.forward {
+                    Some(to) => write_all_raw(to, &buf[..take]),
+                    None => self.kept.extend_from_slice(&buf[..take]),
+                }
+                self.emitted += take as u64;
+                if n > room && !self.truncated {
+                    self.truncated = true;
+                    return true;
+                }
+                false
+            }
+            Err(Errno::EAGAIN | Errno::EINTR) => false,
+            Err(_) => {
+                self.fd = None;
+                false
+            }
+        }
+    }
+}
+
+fn write_all_raw(fd: i32, mut bytes: &[u8]) {
+    // SAFETY: `fd` is one of our own standard descriptors (1 or 2), open for the whole run.
+    let out = unsafe { BorrowedFd::borrow_raw(fd) };
+    while !bytes.is_empty() {
+        match nix::unistd::write(out, bytes) {
+            Ok(n) => bytes = &bytes[n..],
+            Err(Errno::EINTR) => {}
+            Err(Errno::EAGAIN) => {
+                let mut fds = [PollFd::new(out, PollFlags::POLLOUT)];
+                let _ = poll(&mut fds, PollTimeout::from(100u16));
+            }
+            Err(_) => return,
+        }
+    }
+}
+
+/// Forwards bytes to the command's stdin.
+struct StdinPump {
+    /// Our stdin in stream mode.
+    source: Option<BorrowedFd<'static>>,
+    buf: Vec<u8>,
+    pos: usize,
+    sink: Option<OwnedFd>,
+}
+
+impl StdinPump {
+    fn wants_input(&self) -> bool {
+        self.source.is_some() && self.pos >= self.buf.len() && self.sink.is_some()
+    }
+    fn wants_output(&self) -> bool {
+        self.sink.is_some() && self.pos < self.buf.len()
+    }
+    fn read_source(&mut self) {
+        let Some(src) = self.source else { return };
+        let mut chunk = vec![0u8; 65536];
+        match nix::unistd::read(src, &mut chunk) {
+            Ok(0) | Err(Errno::EBADF | Errno::EIO) => {
+                self.source = None;
+            }
+            Ok(n) => {
+                chunk.truncate(n);
+                self.buf = chunk;
+                self.pos = 0;
+            }
+            Err(_) => {}
+        }
+        self.close_if_done();
+    }
+    fn write_sink(&mut self) {
+        let Some(sink) = &self.sink else { return };
+        match nix::unistd::write(sink, &self.buf[self.pos..]) {
+            Ok(n) => self.pos += n,
+            Err(Errno::EAGAIN | Errno::EINTR) => {}
+            Err(_) => {
+                // The command closed its stdin: stop forwarding.
+                self.sink = None;
+                self.source = None;
+            }
+        }
+        self.close_if_done();
+    }
+    fn close_if_done(&mut self) {
+        if self.source.is_none() && self.pos >= self.buf.len() {
+            self.sink = None;
+        }
+    }
+}
+
+/// The supervisor's side of a started jail.
+struct Running {
+    init: Pid,
+    pidfd: OwnedFd,
+    status: OwnedFd,
+    stdout: Option<Output>,
+    stderr: Option<Output>,
+    stdin: StdinPump,
+    cgroup: RunCgroup,
+    started: Instant,
+}
+
+/// Why the supervisor ended the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    Limit(LimitKind),
+    Killed,
+}
+
+fn limit_from_counters(c: &Counters, cpu_limit_ms: u64) -> Option<LimitKind> {
+    if c.oom_kills > 0 {
+        return Some(LimitKind::Memory);
+    }
+    if c.pids_refused > 0 {
+        return Some(LimitKind::Pids);
+    }
+    match c.cpu_ns {
+        Some(ns) if ns / 1_000_000 >= cpu_limit_ms => Some(LimitKind::CpuTime),
+        _ => None,
+    }
+}
+
+fn block_termination_signals() -> Result<(SignalFd, SigSet), JailError> {
+    let mut set = SigSet::empty();
+    for s in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        set.add(s);
+    }
+    let mut old = SigSet::empty();
+    sigprocmask(SigmaskHow::SIG_BLOCK, Some(&set), Some(&mut old))
+        .map_err(sup_err("sigprocmask"))?;
+    let sfd = SignalFd::with_flags(&set, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
+        .map_err(sup_err("signalfd"))?;
+    Ok((sfd, old))
+}
+
+/// Run `req` in the jail and wait for the whole tree to end. `lifeline`, when given, is a pipe
+/// whose other end the caller holds: when it closes, the run is killed.
+pub fn supervise(req: &Request, lifeline: Option<BorrowedFd<'_>>) -> Result<Outcome, JailError> {
+    req.policy.validate()?;
+    if req.argv.is_empty() {
+        return Err(JailError::BadCommand("empty command line"));
+    }
+    if sys::thread_count() != Some(1) {
+        return Err(JailError::MultiThreaded);
+    }
+    let (sfd, old_mask) = block_termination_signals()?;
+    let result = start(req).and_then(|mut running| {
+        let stop = watch(&mut running, &req.policy, lifeline, &sfd);
+        finish(running, &req.policy, stop)
+    });
+    let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&old_mask), None);
+    result
+}
+
+fn start(req: &Request) -> Result<Running, JailError> {
+    let started = Instant::now();
+    let policy = &req.policy;
+    let ids = idmap::plan(policy.uid, policy.gid);
+    let prepared = mounts::prepare(policy, &ids)?;
+    let program = seccomp::program()
+        .map_err(|e| JailError::Setup(SetupFailure::plain(Stage::Seccomp, e.to_string())))?;
+    let argv = cstrings(req.argv.iter().cloned())?;
+    let env = cstrings(policy.env.iter().map(|(k, v)| format!("{k}={v}")))?;
+    let path_var = policy
+        .env
+        .get("PATH")
+        .map_or("/usr/bin:/bin", String::as_str);
+    let path = cstrings(
+        path_var
+            .split(':')
+            .filter(|d| !d.is_empty())
+            .map(str::to_owned),
+    )?;
+    let cgroup = if ids.privileged {
+        let name = format!(
+            "warden-{}-{}",
+            std::process::id(),
+            started.elapsed().as_nanos()
+        );
+        RunCgroup::create(&name, &policy.limits)
+    } else {
+        RunCgroup::default()
+    };
+    let (status_r, status_w) = pipe()?;
+    let (sync_r, sync_w) = pipe()?;
+    let (stdio_child, stdout, stderr, stdin) = match req.io {
+        IoMode::Inherit => (
+            None,
+            None,
+            None,
+            StdinPump {
+                source: None,
+                buf: Vec::new(),
+                pos: 0,
+                sink: None,
+            },
+        ),
+        IoMode::Capture | IoMode::Stream => {
+            let (in_r, in_w) = pipe()?;
+            let (out_r, out_w) = pipe()?;
+            let (err_r, err_w) = pipe()?;
+            for fd in [&in_w, &out_r, &err_r] {
+                set_nonblocking(fd)?;
+            }
+            let stream = req.io == IoMode::Stream;
+            let pump = StdinPump {
+                // SAFETY: descriptor 0 stays open for the life of the process.
+                source: stream.then(|| unsafe { BorrowedFd::borrow_raw(0) }),
+                buf: if stream {
+                    Vec::new()
+                } else {
+                    req.stdin.clone()
+                },
+                pos: 0,
+                sink: Some(in_w),
+            };
+            let mut pump = pump;
+            pump.close_if_done();
+            (
+                Some([in_r, out_w, err_w]),
+                Some(Output::new(out_r, stream.then_some(1))),
+                Some(Output::new(err_r, stream.then_some(2))),
+                pump,
+            )
+        }
+    };
+    let launch = Launch {
+        policy: policy.clone(),
+        argv,
+        env,
+        path,
+        ids,
+        prepared,
+        seccomp: program,
+        status: status_w,
+        sync: sync_r,
+        stdio: stdio_child,
+        cgroup_ns: !cgroup.is_empty(),
+        memory_cgroup: cgroup.memory().is_some(),
+    };
+    let flags = libc::CLONE_NEWUSER
+        | libc::CLONE_NEWNS
+        | libc::CLONE_NEWPID
+        | libc::CLONE_NEWNET
+        | libc::CLONE_NEWIPC
+        | libc::CLONE_NEWUTS;
+    let init_pid = match sys::clone_into_namespaces(flags).map_err(sup_err("clone"))? {
+        CloneResult::Child => {
+            // Our copies of the supervisor's ends must not keep pipes open.
+            drop((status_r, sync_w, stdout, stderr, stdin, cgroup));
+            init::run(launch)
+        }
+        CloneResult::Parent(pid) => pid,
+    };
+    drop(launch);
+    let abort = |f: SetupFailure, cgroup: RunCgroup| {
+        let _ = kill(init_pid, Signal::SIGKILL);
+        let _ = nix::sys::wait::waitpid(init_pid, None);
+        cgroup.remove();
+        // The init's own report, if it sent one, says more than our side of the pipe.
+        let reported = read_status(&status_r).into_iter().find_map(|m| match m {
+            StatusMessage::Failed(f) => Some(f),
+            _ => None,
+        });
+        JailError::from(reported.unwrap_or(f))
+    };
+    if let Err(e) = ids.write_maps(init_pid) {
+        return Err(abort(
+            SetupFailure::io(Stage::IdMap, "writing id maps", &e),
+            cgroup,
+        ));
+    }
+    if let Err(e) = cgroup.add(init_pid.as_raw()) {
+        return Err(abort(
+            SetupFailure::io(Stage::Supervisor, "joining the cgroup", &e),
+            cgroup,
+        ));
+    }
+    if let Err(e) = nix::unistd::write(&sync_w, b"1") {
+        return Err(abort(
+            SetupFailure::errno(Stage::Supervisor, "waking the init", e),
+            cgroup,
+        ));
+    }
+    drop(sync_w);
+    let pidfd = match sys::pidfd_open(init_pid) {
+        Ok(fd) => fd,
+        Err(e) => {
+            return Err(abort(
+                SetupFailure::errno(Stage::Supervisor, "pidfd_open", e),
+                cgroup,
+            ));
+        }
+    };
+    Ok(Running {
+        init: init_pid,
+        pidfd,
+        status: status_r,
+        stdout,
+        stderr,
+        stdin,
+        cgroup,
+        started,
+    })
+}
+
+fn push_fd<'a>(
+    fds: &mut Vec<PollFd<'a>>,
+    fd: Option<BorrowedFd<'a>>,
+    ev: PollFlags,
+) -> Option<usize> {
+    fd.map(|fd| {
+        fds.push(PollFd::new(fd, ev));
+        fds.len() - 1
+    })
+}
+
+/// Poll until the init exits; returns why we stopped it, if we did.
+fn watch(
+    r: &mut Running,
+    policy: &Policy,
+    lifeline: Option<BorrowedFd<'_>>,
+    sfd: &SignalFd,
+) -> Option<Stop> {
+    let limits = &policy.limits;
+    let deadline = r.started + Duration::from_millis(limits.wall_time_ms);
+    let mut stop: Option<Stop> = None;
+    let mut lifeline = lifeline;
+    let mut next_tick = Instant::now() + TICK;
+    loop {
+        let now = Instant::now();
+        if stop.is_none() && now >= deadline {
+            stop = Some(Stop::Limit(LimitKind::WallTime));
+            let _ = kill(r.init, Signal::SIGKILL);
+        }
+        if now >= next_tick {
+            next_tick = now + TICK;
+            if stop.is_none()
+                && let Some(kind) = limit_from_counters(&r.cgroup.counters(), limits.cpu_time_ms)
+            {
+                stop = Some(Stop::Limit(kind));
+                let _ = kill(r.init, Signal::SIGKILL);
+            }
+        }
+        let wake = if stop.is_some() {
+            next_tick
+        } else {
+            deadline.min(next_tick)
+        };
+        let timeout = wake.saturating_duration_since(Instant::now());
+        let ms = u16::try_from(timeout.as_millis().max(1)).unwrap_or(u16::MAX);
+
+        let mut fds = vec![PollFd::new(r.pidfd.as_fd(), PollFlags::POLLIN)];
+        let out_i = push_fd(
+            &mut fds,
+            r.stdout
+                .as_ref()
+                .and_then(|o| o.fd.as_ref())
+                .map(|f| f.as_fd()),
+            PollFlags::POLLIN,
+        );
+        let err_i = push_fd(
+            &mut fds,
+            r.stderr
+                .as_ref()
+                .and_then(|o| o.fd.as_ref())
+                .map(|f| f.as_fd()),
+            PollFlags::POLLIN,
+        );
+        let src_i = push_fd(
+            &mut fds,
+            r.stdin.wants_input().then_some(r.stdin.source).flatten(),
+            PollFlags::POLLIN,
+        );
+        let sink_i = push_fd(
+            &mut fds,
+            r.stdin
+                .wants_output()
+                .then(|| r.stdin.sink.as_ref().map(|s| s.as_fd()))
+                .flatten(),
+            PollFlags::POLLOUT,
+        );
+        let life_i = push_fd(&mut fds, lifeline, PollFlags::POLLIN);
+        let sig_i = push_fd(&mut fds, Some(sfd.as_fd()), PollFlags::POLLIN);
+        match poll(&mut fds, PollTimeout::from(ms)) {
+            Ok(_) | Err(Errno::EINTR) => {}
+            Err(_) => std::thread::sleep(Duration::from_millis(1)),
+        }
+        let ready = |i: Option<usize>| {
+            i.and_then(|i| fds.get(i))
+                .and_then(|f| f.revents())
+                .is_some_and(|ev| !ev.is_empty())
+        };
+        let (init_done, out_r, err_r, src_r, sink_r, life_r, sig_r) = (
+            ready(Some(0)),
+            ready(out_i),
+            ready(err_i),
+            ready(src_i),
+            ready(sink_i),
+            ready(life_i),
+            ready(sig_i),
+        );
+        drop(fds);
+        let cap = limits.output_bytes;
+        let mut over = false;
+        if out_r && let Some(o) = r.stdout.as_mut() {
+            over |= o.pump(cap);
+        }
+        if err_r && let Some(o) = r.stderr.as_mut() {
+            over |= o.pump(cap);
+        }
+        if over && stop.is_none() {
+            stop = Some(Stop::Limit(LimitKind::Output));
+            let _ = kill(r.init, Signal::SIGKILL);
+        }
+        if src_r {
+            r.stdin.read_source();
+        }
+        if sink_r {
+            r.stdin.write_sink();
+        }
+        if life_r || sig_r {
+            if sig_r {
+                let _ = sfd.read_signal();
+            }
+            if life_r {
+                lifeline = None;
+            }
+            if stop.is_none() {
+                stop = Some(Stop::Killed);
+            }
+            let _ = kill(r.init, Signal::SIGKILL);
+        }
+        if init_done {
+            return stop;
+        }
+    }
+}
+
+/// Read every status line the init and the command sent.
+fn read_status(fd: &OwnedFd) -> Vec<StatusMessage> {
+    let mut all = Vec::new();
+    let mut buf = [0u8; 4096];
+    // The writers are gone; read to EOF, bounded.
+    while all.len() < 1 << 16 {
+        match nix::unistd::read(fd, &mut buf) {
+            Ok(0) => break,
+            Ok(n) => all.extend_from_slice(&buf[..n]),
+            Err(Errno::EINTR) => {}
+            Err(_) => break,
+        }
+    }
+    all.split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .filter_map(|l| serde_json::from_slice(l).ok())
+        .collect()
+}
+
+/// Drain an output stream to EOF after the tree is gone (bounded by the output limit).
+fn drain(o: &mut Option<Output>, cap: u64) {
+    let Some(o) = o else { return };
+    let until = Instant::now() + Duration::from_secs(1);
+    while o.fd.is_some() && Instant::now() < until {
+        if let Some(fd) = &o.fd {
+            let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
+            let _ = poll(&mut fds, PollTimeout::from(100u16));
+        }
+        o.pump(cap);
+    }
+}
+
+fn finish(mut r: Running, policy: &Policy, stop: Option<Stop>) -> Result<Outcome, JailError> {
+    let _ = nix::sys::wait::waitpid(r.init, None);
+    let cap = policy.limits.output_bytes;
+    drain(&mut r.stdout, cap);
+    drain(&mut r.stderr, cap);
+    let duration_ms = u64::try_from(r.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let counters = r.cgroup.counters();
+    let mut landlock = LandlockReport {
+        status: "not_reached".into(),
+        abi: 0,
+    };
+    let mut exit: Option<(Option<i32>, Option<i32>)> = None;
+    let mut failure: Option<SetupFailure> = None;
+    for msg in read_status(&r.status) {
+        match msg {
+            StatusMessage::Failed(f) => failure = failure.or(Some(f)),
+            StatusMessage::Landlock(l) => landlock = l,
+            StatusMessage::Exited { code, signal } => exit = Some((code, signal)),
+        }
+    }
+    let enforcement = enforcement(&r.cgroup, landlock, policy);
+    r.cgroup.remove();
+    if let Some(f) = failure {
+        return Err(f.into());
+    }
+    let (exit_code, signal) = exit.unwrap_or((None, Some(Signal::SIGKILL as i32)));
+    let limit_hit = match stop {
+        Some(Stop::Limit(kind)) => Some(kind),
+        _ => limit_from_counters(&counters, policy.limits.cpu_time_ms).or(match signal {
+            Some(s) if s == Signal::SIGXCPU as i32 => Some(LimitKind::CpuTime),
+            Some(s) if s == Signal::SIGXFSZ as i32 => Some(LimitKind::FileSize),
+            _ => None,
+        }),
+    };
+    let (out, err) = (r.stdout.take(), r.stderr.take());
+    let parts =
+        |o: Option<Output>| o.map_or((Vec::new(), 0, false), |o| (o.kept, o.total, o.truncated));
+    let (stdout, stdout_bytes, stdout_truncated) = parts(out);
+    let (stderr, stderr_bytes, stderr_truncated) = parts(err);
+    Ok(Outcome {
+        exit_code,
+        signal,
+        duration_ms,
+        limit_hit,
+        killed: stop == Some(Stop::Killed),
+        stdout,
+        stderr,
+        stdout_bytes,
+        stderr_bytes,
+        stdout_truncated,
+        stderr_truncated,
+        usage: Usage {
+            peak_memory_bytes: counters.peak_memory,
+            cpu_time_ms: counters.cpu_ns.map(|ns| ns / 1_000_000),
+        },
+        enforcement,
+    })
+}
+
+fn enforcement(cg: &RunCgroup, landlock: LandlockReport, policy: &Policy) -> Enforcement {
+    let with = |m: Option<Mechanism>, rest: &[Mechanism]| {
+        m.into_iter()
+            .chain(rest.iter().copied())
+            .collect::<Vec<_>>()
+    };
+    let ids = idmap::plan(policy.uid, policy.gid);
+    Enforcement {
+        wall_time: vec![Mechanism::Supervisor],
+        cpu_time: with(cg.cpu(), &[Mechanism::Rlimit]),
+        memory: cg.memory().map_or(vec![Mechanism::Rlimit], |m| vec![m]),
+        pids: with(cg.pids(), &[Mechanism::Rlimit]),
+        open_files: vec![Mechanism::Rlimit],
+        file_size: vec![Mechanism::Rlimit],
+        output: vec![Mechanism::Supervisor],
+        tmp: vec![Mechanism::Tmpfs],
+        landlock,
+        seccomp: true,
+        uid_inside: policy.uid,
+        uid_host: ids.host_uid,
+    }
+}

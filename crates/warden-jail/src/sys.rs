@@ -1,0 +1,317 @@
+//! Thin safe wrappers over the raw system calls the jail needs and that `nix` does not cover.
+//!
+//! This is the only module of the crate with `unsafe`. Each wrapper takes and returns owned,
+//! typed values (`OwnedFd`, `Pid`, slices), so callers never handle raw pointers. The wrappers
+//! do no policy: they report the kernel's answer as an `Errno`.
+
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+
+use nix::errno::Errno;
+use nix::unistd::Pid;
+
+/// `OPEN_TREE_CLONE`: make a detached copy of the mount instead of opening it.
+pub const OPEN_TREE_CLONE: u32 = 1;
+/// `MOVE_MOUNT_F_EMPTY_PATH`: the source is the file descriptor itself.
+const MOVE_MOUNT_F_EMPTY_PATH: u32 = 0x0000_0004;
+/// `MOUNT_ATTR_RDONLY`.
+pub const MOUNT_ATTR_RDONLY: u64 = 0x0000_0001;
+/// `MOUNT_ATTR_NOSUID`.
+pub const MOUNT_ATTR_NOSUID: u64 = 0x0000_0002;
+/// `MOUNT_ATTR_NODEV`.
+pub const MOUNT_ATTR_NODEV: u64 = 0x0000_0004;
+/// `MOUNT_ATTR_IDMAP`.
+pub const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
+
+/// `struct mount_attr` of `mount_setattr(2)`.
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+fn to_cstring(path: &str) -> Result<CString, Errno> {
+    CString::new(path).map_err(|_| Errno::EINVAL)
+}
+
+fn fd_result(ret: libc::c_long) -> Result<OwnedFd, Errno> {
+    if ret < 0 {
+        return Err(Errno::last());
+    }
+    let fd = RawFd::try_from(ret).map_err(|_| Errno::EBADF)?;
+    // SAFETY: the kernel just returned `fd` as a new descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn unit_result(ret: libc::c_long) -> Result<(), Errno> {
+    if ret < 0 { Err(Errno::last()) } else { Ok(()) }
+}
+
+/// Child half of [`clone_into_namespaces`].
+#[derive(Debug)]
+pub enum CloneResult {
+    /// We are the parent; the child has this pid.
+    Parent(Pid),
+    /// We are the child.
+    Child,
+}
+
+/// `clone(2)` with namespace flags and fork semantics (the child continues on a copy of the
+/// stack). Only call from a single-threaded process: the child must not inherit locks held by
+/// other threads.
+pub fn clone_into_namespaces(flags: libc::c_int) -> Result<CloneResult, Errno> {
+    let flags = libc::c_ulong::try_from(flags | libc::SIGCHLD).map_err(|_| Errno::EINVAL)?;
+    // SAFETY: a NULL stack gives fork semantics (the child runs on a copy-on-write copy of our
+    // stack); no pointer arguments are passed. The caller guarantees it is single-threaded, so
+    // the child starts with consistent allocator and stdio state.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            flags,
+            std::ptr::null_mut::<libc::c_void>(),
+            std::ptr::null_mut::<libc::c_int>(),
+            std::ptr::null_mut::<libc::c_int>(),
+            0usize,
+        )
+    };
+    match ret {
+        r if r < 0 => Err(Errno::last()),
+        0 => Ok(CloneResult::Child),
+        pid => Ok(CloneResult::Parent(Pid::from_raw(
+            libc::pid_t::try_from(pid).map_err(|_| Errno::EINVAL)?,
+        ))),
+    }
+}
+
+/// `fork(2)` for a single-threaded process.
+pub fn fork_single_threaded() -> Result<CloneResult, Errno> {
+    // SAFETY: callers only fork from the jail's single-threaded supervisor and init processes,
+    // where the child may run arbitrary (non-async-signal-safe) code.
+    match unsafe { nix::unistd::fork() }? {
+        nix::unistd::ForkResult::Parent { child } => Ok(CloneResult::Parent(child)),
+        nix::unistd::ForkResult::Child => Ok(CloneResult::Child),
+    }
+}
+
+/// `pidfd_open(2)`: a descriptor that becomes readable when `pid` exits.
+pub fn pidfd_open(pid: Pid) -> Result<OwnedFd, Errno> {
+    // SAFETY: plain integer arguments.
+    fd_result(unsafe { libc::syscall(libc::SYS_pidfd_open, pid.as_raw(), 0) })
+}
+
+/// `open_tree(2)` on an absolute path; with [`OPEN_TREE_CLONE`] this makes a detached copy of
+/// the mount tree (always recursive, so locked submounts come along).
+pub fn open_tree_clone(path: &str) -> Result<OwnedFd, Errno> {
+    let c = to_cstring(path)?;
+    let flags = OPEN_TREE_CLONE | libc::O_CLOEXEC as u32 | libc::AT_RECURSIVE as u32;
+    // SAFETY: `c` is a valid NUL-terminated string that outlives the call.
+    fd_result(unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, c.as_ptr(), flags) })
+}
+
+/// `mount_setattr(2)` on a detached or attached mount given by descriptor, recursively.
+pub fn mount_setattr(
+    mount: BorrowedFd<'_>,
+    attr_set: u64,
+    attr_clr: u64,
+    userns: Option<BorrowedFd<'_>>,
+) -> Result<(), Errno> {
+    let attr = MountAttr {
+        attr_set,
+        attr_clr,
+        propagation: 0,
+        userns_fd: userns.map_or(0, |fd| u64::try_from(fd.as_raw_fd()).unwrap_or(0)),
+    };
+    let empty = c"";
+    let flags = libc::AT_EMPTY_PATH | libc::AT_RECURSIVE;
+    // SAFETY: `attr` is a properly laid out `struct mount_attr` whose size we pass; `empty` is
+    // a static C string; the descriptor is borrowed for the duration of the call.
+    unit_result(unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            mount.as_raw_fd(),
+            empty.as_ptr(),
+            flags,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    })
+}
+
+/// `move_mount(2)`: attach the detached mount `from` at the absolute path `to`.
+pub fn move_mount_to(from: BorrowedFd<'_>, to: &str) -> Result<(), Errno> {
+    let c = to_cstring(to)?;
+    let empty = c"";
+    // SAFETY: both strings are valid NUL-terminated C strings that outlive the call; the
+    // descriptor is borrowed for the duration of the call.
+    unit_result(unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            from.as_raw_fd(),
+            empty.as_ptr(),
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    })
+}
+
+/// `close_range(2)` with no flags: close every descriptor in `first..=last`.
+pub fn close_range(first: u32, last: u32) -> Result<(), Errno> {
+    if first > last {
+        return Ok(());
+    }
+    // SAFETY: closing descriptors cannot violate memory safety; callers only close ranges that
+    // no live `OwnedFd` of theirs refers to (they run just before `execve`).
+    unit_result(unsafe { libc::syscall(libc::SYS_close_range, first, last, 0u32) })
+}
+
+/// Install a seccomp BPF program for the calling thread (`SECCOMP_SET_MODE_FILTER`).
+/// Requires no_new_privs (or CAP_SYS_ADMIN).
+pub fn seccomp_install(program: &[libc::sock_filter]) -> Result<(), Errno> {
+    let len = u16::try_from(program.len()).map_err(|_| Errno::E2BIG)?;
+    let prog = libc::sock_fprog {
+        len,
+        filter: program.as_ptr().cast_mut(),
+    };
+    // SAFETY: `prog` points into `program`, which outlives the call; the kernel copies the
+    // filter before returning.
+    unit_result(unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            0u32,
+            &prog as *const libc::sock_fprog,
+        )
+    })
+}
+
+/// Drop `cap` from the bounding set.
+pub fn capbset_drop(cap: u32) -> Result<(), Errno> {
+    // SAFETY: integer-only prctl.
+    let ret = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, libc::c_ulong::from(cap), 0, 0, 0) };
+    unit_result(libc::c_long::from(ret))
+}
+
+/// Clear the ambient capability set.
+pub fn ambient_clear_all() -> Result<(), Errno> {
+    // SAFETY: integer-only prctl.
+    let ret = unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+            0,
+            0,
+            0,
+        )
+    };
+    unit_result(libc::c_long::from(ret))
+}
+
+/// Highest capability number the kernel knows (`/proc/sys/kernel/cap_last_cap`), 40 if unknown.
+pub fn cap_last_cap() -> u32 {
+    std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(40)
+}
+
+/// Empty the effective, permitted and inheritable capability sets.
+pub fn capset_empty() -> Result<(), Errno> {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: libc::c_int,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+    let header = Header {
+        version: LINUX_CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let data = [Data {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    }; 2];
+    // SAFETY: `header` and `data` are valid v3 capability structures (two data words) that
+    // outlive the call.
+    unit_result(unsafe { libc::syscall(libc::SYS_capset, &header as *const Header, data.as_ptr()) })
+}
+
+/// Bring the loopback interface of the current network namespace up.
+pub fn loopback_up() -> Result<(), Errno> {
+    let sock = nix::sys::socket::socket(
+        nix::sys::socket::AddressFamily::Inet,
+        nix::sys::socket::SockType::Datagram,
+        nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+        None,
+    )?;
+    // SAFETY: `ifreq` is plain old data; all-zero is a valid value.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
+        *dst = *src as libc::c_char;
+    }
+    // SAFETY: SIOCGIFFLAGS reads the flags of the interface named in `req` into `req`, which is
+    // a valid, writable `ifreq`.
+    let ret = unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) };
+    unit_result(libc::c_long::from(ret))?;
+    // SAFETY: the union member `ifru_flags` was just filled by the kernel.
+    unsafe {
+        req.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+    }
+    // SAFETY: SIOCSIFFLAGS reads `req`, a valid `ifreq` naming `lo`.
+    let ret = unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req) };
+    unit_result(libc::c_long::from(ret))
+}
+
+/// Reset every catchable signal to its default disposition and unblock all signals, so the
+/// workload does not inherit our ignored SIGPIPE or a blocked mask.
+pub fn reset_signals() {
+    use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
+    let dfl = SigAction::new(SigHandler::SigDfl, SaFlags::empty(), SigSet::empty());
+    for sig in Signal::iterator() {
+        if matches!(sig, Signal::SIGKILL | Signal::SIGSTOP) {
+            continue;
+        }
+        // SAFETY: installing SIG_DFL cannot invoke a Rust handler; failures (for signals the
+        // kernel refuses) are harmless and ignored.
+        let _ = unsafe { sigaction(sig, &dfl) };
+    }
+    let _ = nix::sys::signal::sigprocmask(
+        nix::sys::signal::SigmaskHow::SIG_SETMASK,
+        Some(&SigSet::empty()),
+        None,
+    );
+}
+
+/// Leave the process immediately, without running destructors or atexit handlers (used by
+/// forked children that must not flush the parent's buffers).
+pub fn exit_now(code: i32) -> ! {
+    // SAFETY: `_exit` never returns and touches no Rust state.
+    unsafe { libc::_exit(code) }
+}
+
+/// `execve(2)`. Returns only on failure.
+pub fn execve(path: &CString, argv: &[CString], envp: &[CString]) -> Errno {
+    match nix::unistd::execve(path, argv, envp) {
+        Ok(never) => match never {},
+        Err(e) => e,
+    }
+}
+
+/// Number of threads of the calling process, from `/proc/self/status`.
+pub fn thread_count() -> Option<usize> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|v| v.trim().parse().ok())
+}

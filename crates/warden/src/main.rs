@@ -1,0 +1,36 @@
+//! `warden`: a sandbox for AI agents and MCP servers.
+//!
+//! The binary stays thin: argument parsing, configuration and exit codes live here; the work is
+//! in the library crates. Stdout belongs to the command or the report; logs go to stderr.
+
+#![forbid(unsafe_code)]
+
+mod cli;
+mod run;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    // The jail helper must stay single-threaded and touch nothing else: check it first.
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == warden_jail::HELPER_ARG)
+    {
+        let code = warden_jail::helper_main();
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
+    let cli = cli::Cli::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("WARDEN_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .without_time()
+        .init();
+    match cli.command {
+        cli::Command::Run(args) => run::main(args),
+    }
+}

@@ -1,0 +1,183 @@
+//! `warden run`: one command in the jail, in this (single-threaded) process.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use warden_jail::policy::parse_size;
+use warden_jail::{Bind, IoMode, JailError, Outcome, Policy, Request, Tmpfs};
+
+use crate::cli::RunArgs;
+
+/// Parse `30`, `2.5`, `500ms`, `90s`, `5m`, `1h`.
+pub fn parse_duration(text: &str) -> Option<Duration> {
+    let t = text.trim();
+    let (num, unit) = match t.find(|c: char| c.is_ascii_alphabetic()) {
+        Some(i) => (&t[..i], &t[i..]),
+        None => (t, "s"),
+    };
+    let v: f64 = num.trim().parse().ok()?;
+    let secs = match unit {
+        "ms" => v / 1000.0,
+        "s" => v,
+        "m" => v * 60.0,
+        "h" => v * 3600.0,
+        _ => return None,
+    };
+    (secs.is_finite() && secs > 0.0).then(|| Duration::from_secs_f64(secs))
+}
+
+fn ms(text: &str, flag: &str) -> Result<u64> {
+    let d = parse_duration(text).with_context(|| format!("{flag}: not a duration: {text:?}"))?;
+    Ok(u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1))
+}
+
+fn size(text: &str, flag: &str) -> Result<u64> {
+    parse_size(text).with_context(|| format!("{flag}: not a size: {text:?}"))
+}
+
+fn bind(spec: &str, writable: bool) -> Result<Bind> {
+    let (src, dst) = match spec.split_once(':') {
+        Some((s, d)) => (s, Some(PathBuf::from(d))),
+        None => (spec, None),
+    };
+    let source = std::fs::canonicalize(src).with_context(|| format!("bind source {src:?}"))?;
+    Ok(Bind {
+        source,
+        target: dst,
+        writable,
+    })
+}
+
+/// Build the policy from the file and the flags.
+fn policy(args: &RunArgs) -> Result<Policy> {
+    let mut p = match &args.policy {
+        Some(f) => Policy::from_toml_file(f)?,
+        None => Policy::default(),
+    };
+    let l = &mut p.limits;
+    if let Some(t) = &args.timeout {
+        l.wall_time_ms = ms(t, "--timeout")?;
+    }
+    if let Some(t) = &args.cpu {
+        l.cpu_time_ms = ms(t, "--cpu")?;
+    }
+    if let Some(s) = &args.memory {
+        l.memory_bytes = size(s, "--memory")?;
+    }
+    if let Some(n) = args.pids {
+        l.pids = n;
+    }
+    if let Some(n) = args.nofile {
+        l.open_files = n;
+    }
+    if let Some(s) = &args.fsize {
+        l.file_size_bytes = size(s, "--fsize")?;
+    }
+    if let Some(s) = &args.output_limit {
+        l.output_bytes = size(s, "--output-limit")?;
+    }
+    if let Some(s) = &args.tmp_size {
+        l.tmp_bytes = size(s, "--tmp-size")?;
+    }
+    for kv in &args.env {
+        let (k, v) = kv
+            .split_once('=')
+            .with_context(|| format!("--env {kv:?}: expected K=V"))?;
+        p.env.insert(k.to_owned(), v.to_owned());
+    }
+    for b in &args.ro_bind {
+        p.binds.push(bind(b, false)?);
+    }
+    for b in &args.rw_bind {
+        p.binds.push(bind(b, true)?);
+    }
+    for t in &args.tmpfs {
+        let (target, size_bytes) = match t.split_once(':') {
+            Some((d, s)) => (d, size(s, "--tmpfs")?),
+            None => (t.as_str(), 64 << 20),
+        };
+        p.tmpfs.push(Tmpfs {
+            target: target.into(),
+            size_bytes,
+        });
+    }
+    if args.net != "none" {
+        bail!("--net {:?}: only `none` is supported", args.net);
+    }
+    if let Some(ws) = &args.workspace {
+        p.workspace =
+            Some(std::fs::canonicalize(ws).with_context(|| format!("--workspace {ws:?}"))?);
+    }
+    p.validate()?;
+    Ok(p)
+}
+
+fn json_report(o: &Outcome) -> serde_json::Value {
+    let mut v = serde_json::to_value(o).unwrap_or_default();
+    if let Some(map) = v.as_object_mut() {
+        map.insert(
+            "stdout".into(),
+            String::from_utf8_lossy(&o.stdout).into_owned().into(),
+        );
+        map.insert(
+            "stderr".into(),
+            String::from_utf8_lossy(&o.stderr).into_owned().into(),
+        );
+    }
+    v
+}
+
+fn exit_code(code: i32) -> ExitCode {
+    ExitCode::from(u8::try_from(code.clamp(0, 255)).unwrap_or(1))
+}
+
+/// Run the command; returns the command's status (or 125/126/127 when it could not start).
+pub fn main(args: RunArgs) -> ExitCode {
+    match run(&args) {
+        Ok(code) => exit_code(code),
+        Err(e) => {
+            let code = match e.downcast_ref::<JailError>() {
+                Some(JailError::NotFound(_)) => 127,
+                Some(JailError::NotExecutable { .. }) => 126,
+                _ => 125,
+            };
+            eprintln!("warden: {e:#}");
+            exit_code(code)
+        }
+    }
+}
+
+fn run(args: &RunArgs) -> Result<i32> {
+    let mut policy = policy(args)?;
+    let temp = match policy.workspace {
+        Some(_) => None,
+        None => {
+            let dir = tempfile::Builder::new().prefix("warden-ws-").tempdir()?;
+            policy.workspace = Some(dir.path().to_owned());
+            Some(dir)
+        }
+    };
+    let req = Request {
+        policy,
+        argv: args.command.clone(),
+        io: if args.json {
+            IoMode::Capture
+        } else {
+            IoMode::Stream
+        },
+        stdin: Vec::new(),
+    };
+    let outcome = warden_jail::supervise(&req, None)?;
+    drop(temp);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&json_report(&outcome))?);
+    } else if let Some(kind) = outcome.limit_hit {
+        eprintln!(
+            "warden: limit hit: {}",
+            serde_json::to_value(kind)?.as_str().unwrap_or("?")
+        );
+    }
+    Ok(outcome.shell_status())
+}
