@@ -38,7 +38,7 @@ const RESULT_FD: RawFd = 4;
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 enum Reply {
-    Outcome(Outcome),
+    Outcome(Box<Outcome>),
     Failed(SetupFailure),
     NotFound(String),
     NotExecutable { program: String, errno: i32 },
@@ -206,7 +206,7 @@ impl Running {
                 let cap =
                     u32::try_from(o.stderr_bytes.min(u64::from(u32::MAX))).unwrap_or(u32::MAX);
                 o.stderr = read_frame(&mut self.result, cap).unwrap_or_default();
-                Ok(o)
+                Ok(*o)
             }
             Ok(Reply::Failed(f)) => Err(f.into()),
             Ok(Reply::NotFound(p)) => Err(JailError::NotFound(p)),
@@ -263,7 +263,7 @@ pub fn helper_main() -> i32 {
             match supervise(&req, Some(lifeline)) {
                 Ok(o) => {
                     let (stdout, stderr) = (o.stdout.clone(), o.stderr.clone());
-                    (Reply::Outcome(o), stdout, stderr)
+                    (Reply::Outcome(Box::new(o)), stdout, stderr)
                 }
                 Err(e) => (error_reply(e), Vec::new(), Vec::new()),
             }

@@ -246,6 +246,9 @@ pub fn capset_empty() -> Result<(), Errno> {
     unit_result(unsafe { libc::syscall(libc::SYS_capset, &header as *const Header, data.as_ptr()) })
 }
 
+/// `IFF_UP | IFF_RUNNING` (0x41) as the `short` that `ifreq` holds.
+const IFF_UP_RUNNING: libc::c_short = 0x41;
+
 /// Bring the loopback interface of the current network namespace up.
 pub fn loopback_up() -> Result<(), Errno> {
     let sock = nix::sys::socket::socket(
@@ -257,7 +260,7 @@ pub fn loopback_up() -> Result<(), Errno> {
     // SAFETY: `ifreq` is plain old data; all-zero is a valid value.
     let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
     for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
-        *dst = *src as libc::c_char;
+        *dst = src.cast_signed();
     }
     // SAFETY: SIOCGIFFLAGS reads the flags of the interface named in `req` into `req`, which is
     // a valid, writable `ifreq`.
@@ -265,7 +268,7 @@ pub fn loopback_up() -> Result<(), Errno> {
     unit_result(libc::c_long::from(ret))?;
     // SAFETY: the union member `ifru_flags` was just filled by the kernel.
     unsafe {
-        req.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+        req.ifr_ifru.ifru_flags |= IFF_UP_RUNNING;
     }
     // SAFETY: SIOCSIFFLAGS reads `req`, a valid `ifreq` naming `lo`.
     let ret = unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req) };

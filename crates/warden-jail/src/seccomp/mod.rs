@@ -23,9 +23,21 @@ pub enum SeccompError {
     Install(#[source] nix::errno::Errno),
 }
 
-const EPERM: u16 = libc::EPERM as u16;
-const ENOSYS: u16 = libc::ENOSYS as u16;
-const EAFNOSUPPORT: u16 = libc::EAFNOSUPPORT as u16;
+/// Errno values are small positive numbers (below 4096), so they fit the filter's 16-bit field.
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+const fn errno(e: libc::c_int) -> u16 {
+    e as u16
+}
+
+/// Ioctl request numbers are compared on their low 32 bits, as the kernel reads them.
+#[allow(clippy::cast_possible_truncation)]
+const fn low32(v: libc::c_ulong) -> u32 {
+    v as u32
+}
+
+const EPERM: u16 = errno(libc::EPERM);
+const ENOSYS: u16 = errno(libc::ENOSYS);
+const EAFNOSUPPORT: u16 = errno(libc::EAFNOSUPPORT);
 
 /// Syscalls denied outright with EPERM.
 const DENY_EPERM: &[i64] = &[
@@ -114,7 +126,7 @@ const ALLOWED_FAMILIES: &[u64] = &[
 ];
 
 /// Terminal ioctls that inject input or poke the console.
-const DENIED_IOCTLS: &[u32] = &[libc::TIOCSTI as u32, libc::TIOCLINUX as u32];
+const DENIED_IOCTLS: &[u32] = &[low32(libc::TIOCSTI), low32(libc::TIOCLINUX)];
 
 fn always(nr: i64, errno: u16) -> Rule {
     Rule {

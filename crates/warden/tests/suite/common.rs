@@ -1,0 +1,166 @@
+//! Testkit: drive the real `warden` binary, compile attack programs, plant canaries.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+pub fn warden_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_warden")
+}
+
+pub fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures")
+}
+
+pub fn attacks() -> PathBuf {
+    fixtures().join("attacks")
+}
+
+/// A unique token for canaries and process names.
+pub fn nonce() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!(
+        "{}{:09}{}",
+        std::process::id(),
+        t,
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+#[derive(Debug)]
+pub struct Run {
+    pub status: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Run `warden ARGS...` to completion.
+pub fn warden(args: &[&str]) -> Run {
+    let out = Command::new(warden_bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("warden runs");
+    Run {
+        status: out.status.code().unwrap_or(128 + 9),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// `warden run --json OPTIONS -- CMD` and parse the outcome.
+pub fn run_json(options: &[&str], cmd: &[&str]) -> serde_json::Value {
+    let mut args = vec!["run", "--json"];
+    args.extend_from_slice(options);
+    args.push("--");
+    args.extend_from_slice(cmd);
+    let r = warden(&args);
+    serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {r:?}"))
+}
+
+/// Compile `fixtures/attacks/NAME.c` once per test run; returns the binary.
+pub fn compiled(name: &str) -> PathBuf {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    let dir = DIR.get_or_init(|| tempfile::tempdir().unwrap());
+    let out = dir.path().join(name);
+    // Tests compile concurrently; each name is compiled by whoever gets there first.
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _g = LOCK.lock().unwrap();
+    if !out.exists() {
+        let src = attacks().join(format!("{name}.c"));
+        let st = Command::new("cc")
+            .args(["-O1", "-Wall", "-o"])
+            .arg(&out)
+            .arg(&src)
+            .status()
+            .expect("cc runs (install gcc)");
+        assert!(st.success(), "compiling {src:?}");
+    }
+    out
+}
+
+/// A fresh workspace holding a copy of attack `NAME` (compiled C, or a script).
+pub fn workspace_with(name: &str) -> tempfile::TempDir {
+    let ws = tempfile::Builder::new()
+        .prefix("warden-test-ws-")
+        .tempdir()
+        .unwrap();
+    let src = if name.contains('.') {
+        attacks().join(name)
+    } else {
+        compiled(name)
+    };
+    std::fs::copy(&src, ws.path().join(name)).unwrap();
+    ws
+}
+
+/// Run attack `NAME` in the jail with its own workspace.
+pub fn attack(name: &str, args: &[&str]) -> Run {
+    let ws = workspace_with(name);
+    let prog = format!("./{name}");
+    let mut argv = vec![
+        "run",
+        "--workspace",
+        ws.path().to_str().unwrap(),
+        "--timeout",
+        "60",
+        "--",
+    ];
+    if name.ends_with(".py") {
+        argv.push("python3");
+    } else if name.ends_with(".sh") {
+        argv.push("sh");
+    }
+    argv.push(&prog);
+    argv.extend_from_slice(args);
+    warden(&argv)
+}
+
+/// The oracle of the battery: every check stopped as expected, and at least `min_ok` checks ran.
+pub fn assert_blocked(r: &Run, min_ok: usize) {
+    let oks = r.stdout.lines().filter(|l| l.starts_with("ok ")).count();
+    let bad: Vec<&str> = r
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("ESCAPE") || l.starts_with("UNEXPECTED"))
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "attack not stopped as expected: {bad:#?}\n{r:?}"
+    );
+    assert!(oks >= min_ok, "only {oks} of {min_ok} checks ran: {r:?}");
+    assert_eq!(r.status, 0, "{r:?}");
+}
+
+/// Host processes whose command line contains `needle`.
+pub fn host_processes_with(needle: &str) -> Vec<i32> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if let Ok(cmd) = std::fs::read(e.path().join("cmdline"))
+            && String::from_utf8_lossy(&cmd).contains(needle)
+        {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Wait up to `secs` for `cond`.
+pub fn eventually(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while std::time::Instant::now() < end {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    cond()
+}

@@ -1,0 +1,111 @@
+//! Every limit has a default and ends a bomb cleanly, reported in the outcome.
+
+use super::common::*;
+
+#[test]
+fn memory_bomb_is_stopped_and_reported() {
+    let v = run_json(
+        &["--memory", "64M"],
+        &["python3", "-c", "x = bytearray(512 << 20)"],
+    );
+    assert_eq!(v["limit_hit"], "memory", "{v}");
+    assert_eq!(v["signal"], 9);
+    assert!(v["usage"]["peak_memory_bytes"].as_u64().unwrap() <= 64 << 20);
+}
+
+#[test]
+fn fork_bomb_is_stopped_and_reported() {
+    let bomb =
+        "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n";
+    let v = run_json(
+        &["--pids", "32", "--timeout", "30"],
+        &["python3", "-c", bomb],
+    );
+    assert_eq!(v["limit_hit"], "pids", "{v}");
+    assert!(v["duration_ms"].as_u64().unwrap() < 20_000, "{v}");
+}
+
+#[test]
+fn cpu_spin_of_a_whole_tree_is_stopped() {
+    let spin = "for i in 1 2 3; do (while :; do :; done) & done; wait";
+    let v = run_json(&["--cpu", "1", "--timeout", "30"], &["sh", "-c", spin]);
+    assert_eq!(v["limit_hit"], "cpu_time", "{v}");
+    assert!(v["usage"]["cpu_time_ms"].as_u64().unwrap() >= 1000, "{v}");
+    assert!(v["duration_ms"].as_u64().unwrap() < 20_000, "{v}");
+}
+
+#[test]
+fn output_flood_is_cut_and_reported() {
+    let v = run_json(&["--output-limit", "100K"], &["yes"]);
+    assert_eq!(v["limit_hit"], "output", "{v}");
+    assert_eq!(v["stdout_truncated"], true);
+    assert_eq!(v["stdout"].as_str().unwrap().len(), 100 << 10);
+    // Streaming mode stops at the same place.
+    let r = warden(&["run", "--output-limit", "100K", "--", "yes"]);
+    assert_eq!(r.stdout.len(), 100 << 10);
+    assert!(r.stderr.contains("limit hit: output"), "{r:?}");
+}
+
+#[test]
+fn wall_time_kills_the_tree() {
+    let start = std::time::Instant::now();
+    let v = run_json(&["--timeout", "1"], &["sh", "-c", "sleep 100 & sleep 100"]);
+    assert_eq!(v["limit_hit"], "wall_time", "{v}");
+    assert_eq!(v["signal"], 9);
+    assert!(start.elapsed().as_secs_f64() < 5.0);
+}
+
+#[test]
+fn file_size_limit_stops_a_large_write() {
+    let v = run_json(
+        &["--fsize", "1M"],
+        &["dd", "if=/dev/zero", "of=big", "bs=1M", "count=8"],
+    );
+    assert_eq!(v["limit_hit"], "file_size", "{v}");
+    assert_eq!(v["signal"], 25);
+}
+
+#[test]
+fn tmp_fill_ends_with_enospc_not_a_host_problem() {
+    let v = run_json(
+        &["--tmp-size", "8M"],
+        &[
+            "sh",
+            "-c",
+            "dd if=/dev/zero of=/tmp/fill bs=1M count=64 2>&1; echo rc=$?",
+        ],
+    );
+    let out = v["stdout"].as_str().unwrap();
+    assert!(
+        out.contains("No space left on device") && out.contains("rc=1"),
+        "{v}"
+    );
+    assert_eq!(v["limit_hit"], serde_json::Value::Null);
+}
+
+#[test]
+fn open_files_limit_applies() {
+    let v = run_json(&["--nofile", "64"], &["sh", "-c", "ulimit -n"]);
+    assert_eq!(v["stdout"].as_str().unwrap().trim(), "64", "{v}");
+}
+
+#[test]
+fn every_limit_has_a_default_and_a_mechanism() {
+    let v = run_json(&[], &["true"]);
+    let e = &v["enforcement"];
+    for key in [
+        "wall_time",
+        "cpu_time",
+        "memory",
+        "pids",
+        "open_files",
+        "file_size",
+        "output",
+        "tmp",
+    ] {
+        assert!(!e[key].as_array().unwrap().is_empty(), "{key}: {v}");
+    }
+    assert_eq!(e["seccomp"], true);
+    let defaults = warden_jail::Limits::default();
+    assert!(defaults.wall_time_ms > 0 && defaults.memory_bytes > 0 && defaults.pids > 0);
+}

@@ -1,0 +1,5 @@
+mod common;
+mod escape;
+mod jail_api;
+mod limits;
+mod run_cli;
