@@ -117,47 +117,33 @@ impl IdPlan {
 
 /// A user namespace whose maps make files owned by `owner` (uid, gid) appear as owned by the
 /// command's host ids, for an idmapped mount. Privileged callers only.
+///
+/// The namespace needs a process to exist: a child is cloned straight into it and killed as soon
+/// as its namespace is open, so it never has to be scheduled.
 pub fn idmap_userns(plan: &IdPlan, owner: (u32, u32)) -> Result<OwnedFd, Errno> {
-    let (ready_r, ready_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
-    let (hold_r, hold_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
-    match sys::fork_single_threaded()? {
-        CloneResult::Child => {
-            drop(ready_r);
-            drop(hold_w);
-            let ok = nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWUSER).is_ok();
-            let _ = nix::unistd::write(&ready_w, if ok { b"1" } else { b"0" });
-            // Wait until the parent has opened our namespace, then leave.
-            let mut b = [0u8; 1];
-            let _ = nix::unistd::read(&hold_r, &mut b);
-            sys::exit_now(0);
-        }
-        CloneResult::Parent(child) => {
-            drop(ready_w);
-            drop(hold_r);
-            let mut b = [0u8; 1];
-            let n = nix::unistd::read(&ready_r, &mut b);
-            let result = (|| {
-                if n != Ok(1) || b[0] != b'1' {
-                    return Err(Errno::EPERM);
-                }
-                let dir = format!("/proc/{}", child.as_raw());
-                let io = |e: std::io::Error| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO));
-                fs::write(
-                    format!("{dir}/uid_map"),
-                    format!("{} {} 1\n", owner.0, plan.host_uid),
-                )
-                .map_err(io)?;
-                fs::write(
-                    format!("{dir}/gid_map"),
-                    format!("{} {} 1\n", owner.1, plan.host_gid),
-                )
-                .map_err(io)?;
-                let fd = fs::File::open(format!("{dir}/ns/user")).map_err(io)?;
-                Ok(OwnedFd::from(fd))
-            })();
-            drop(hold_w);
-            let _ = nix::sys::wait::waitpid(child, None);
-            result
-        }
-    }
+    let child = match sys::clone_into_namespaces(libc::CLONE_NEWUSER)? {
+        CloneResult::Child => loop {
+            let _ = nix::unistd::pause();
+        },
+        CloneResult::Parent(pid) => pid,
+    };
+    let result = (|| {
+        let dir = format!("/proc/{}", child.as_raw());
+        let io = |e: std::io::Error| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO));
+        fs::write(
+            format!("{dir}/uid_map"),
+            format!("{} {} 1\n", owner.0, plan.host_uid),
+        )
+        .map_err(io)?;
+        fs::write(
+            format!("{dir}/gid_map"),
+            format!("{} {} 1\n", owner.1, plan.host_gid),
+        )
+        .map_err(io)?;
+        let fd = fs::File::open(format!("{dir}/ns/user")).map_err(io)?;
+        Ok(OwnedFd::from(fd))
+    })();
+    let _ = nix::sys::signal::kill(child, nix::sys::signal::Signal::SIGKILL);
+    let _ = nix::sys::wait::waitpid(child, None);
+    result
 }

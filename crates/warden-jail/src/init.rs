@@ -21,7 +21,7 @@ use crate::error::{SetupFailure, Stage};
 use crate::idmap::IdPlan;
 use crate::mounts::{self, Prepared};
 use crate::policy::Policy;
-use crate::protocol::StatusMessage;
+use crate::protocol::{StatusMessage, recv_handoff};
 use crate::sys::{self, CloneResult};
 
 /// Everything the init and the command need, prepared by the supervisor before the clone.
@@ -37,19 +37,19 @@ pub struct Launch {
     pub path: Vec<CString>,
     /// Id layout.
     pub ids: IdPlan,
-    /// The detached mounts.
+    /// Path lists of the view, for Landlock (filled in by the init).
     pub prepared: Prepared,
     /// The assembled seccomp program.
     pub seccomp: Vec<libc::sock_filter>,
     /// Where status messages go.
     pub status: OwnedFd,
-    /// Readable once the id maps are written.
+    /// `SOCK_SEQPACKET` from the supervisor: one byte once the id maps are written, then the
+    /// [`Handoff`](crate::protocol::Handoff) once we are in the cgroup.
     pub sync: OwnedFd,
     /// The command's stdin, stdout and stderr, or `None` to inherit ours.
     pub stdio: Option<[OwnedFd; 3]>,
-    /// Whether the supervisor put us in a cgroup (then we get our own cgroup namespace).
-    pub cgroup_ns: bool,
-    /// Whether a cgroup enforces the memory limit (otherwise RLIMIT_AS is the floor).
+    /// Whether a cgroup enforces the memory limit (otherwise RLIMIT_AS is the floor); set by
+    /// the init from the handoff.
     pub memory_cgroup: bool,
 }
 
@@ -81,15 +81,24 @@ fn setup(launch: &mut Launch) -> Result<(), SetupFailure> {
         nix::unistd::setgroups(&[]).map_err(|e| cred("setgroups", e))?;
         nix::unistd::setresuid(root_u, root_u, root_u).map_err(|e| cred("setresuid(0)", e))?;
     }
-    if launch.cgroup_ns {
-        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP)
-            .map_err(|e| ns("unsharing the cgroup namespace", e))?;
-    }
     nix::unistd::sethostname(&launch.policy.hostname).map_err(|e| ns("sethostname", e))?;
     sys::loopback_up()
         .map_err(|e| SetupFailure::errno(Stage::Network, "bringing loopback up", e))?;
-    let prepared = std::mem::take(&mut launch.prepared);
-    launch.prepared = mounts::build(prepared, &launch.policy)?;
+    let system = mounts::prepare_system(&launch.policy)?;
+    let lists = mounts::stage_system(system, &launch.policy)?;
+    // Meanwhile the supervisor joined us to the run's cgroup (the first write to cgroup.procs
+    // can wait for an RCU grace period) and cloned the policy's own paths; the command may start
+    // only once both are done.
+    let (handoff, fds) = recv_handoff(&launch.sync)
+        .map_err(|e| SetupFailure::errno(Stage::Supervisor, "receiving the host mounts", e))?;
+    launch.memory_cgroup = handoff.memory_cgroup;
+    let cgroup_ns = handoff.cgroup_ns;
+    let host = Prepared::from_handoff(handoff, fds)?;
+    launch.prepared = mounts::finish_root(lists, host, &launch.policy)?;
+    if cgroup_ns {
+        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP)
+            .map_err(|e| ns("unsharing the cgroup namespace", e))?;
+    }
     Ok(())
 }
 

@@ -1,10 +1,11 @@
 //! The jail's file system view, in two phases.
 //!
-//! [`prepare`] runs in the supervisor, before the namespaces exist: every host path the jail will
-//! see is cloned into a detached mount (`open_tree(OPEN_TREE_CLONE | AT_RECURSIVE)`) and given
-//! its attributes — read-only, nosuid, nodev, and for the workspace an id mapping — while we
-//! still hold the host's privileges. Sources are therefore resolved once, on the host, before
-//! anything sandboxed runs.
+//! Phase one clones every host path the jail will see into a detached mount
+//! (`open_tree(OPEN_TREE_CLONE | AT_RECURSIVE)`) and gives it its attributes — read-only, nosuid,
+//! nodev, and for writable directories an id mapping. [`prepare_host`] does the policy's own
+//! paths in the supervisor, with the caller's privileges (only the host can set an id mapping);
+//! [`prepare_system`] does the world-readable system paths in the init, in parallel with the
+//! supervisor's cgroup work. Every source is resolved before anything sandboxed runs.
 //!
 //! [`build`] runs in the jail's init, inside the new user and mount namespaces: it makes a
 //! private tmpfs root, attaches the prepared mounts, adds `/tmp`, a minimal `/dev`, a fresh
@@ -27,6 +28,7 @@ use nix::mount::{MntFlags, MsFlags, mount, umount2};
 use crate::error::{SetupFailure, Stage};
 use crate::idmap::{self, IdPlan};
 use crate::policy::{Policy, WORKSPACE_MOUNT};
+use crate::protocol::Handoff;
 use crate::sys;
 
 /// Where the new root is assembled inside the jail's mount namespace.
@@ -42,7 +44,13 @@ enum Source {
     Tree { fd: OwnedFd, dir: bool },
     /// A symlink with this content.
     Symlink(PathBuf),
+    /// A small regular file copied into the (read-only) root: cheaper than a mount to set up
+    /// and to tear down.
+    Copy(Vec<u8>),
 }
+
+/// Regular files up to this size are copied rather than bound.
+const COPY_MAX: u64 = 256 << 10;
 
 /// One prepared entry of the view.
 #[derive(Debug)]
@@ -109,8 +117,17 @@ impl Prepared {
             });
             return Ok(());
         }
-        let ro = sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV;
-        self.tree(path, path, ro, None)?;
+        if meta.is_file() && meta.len() <= COPY_MAX {
+            let bytes = fs::read(path)
+                .map_err(|e| SetupFailure::io(Stage::Mounts, format!("reading {path:?}"), &e))?;
+            self.entries.push(Entry {
+                target: path.to_owned(),
+                source: Source::Copy(bytes),
+            });
+        } else {
+            let ro = sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV;
+            self.tree(path, path, ro, None)?;
+        }
         self.readable.push(path.to_owned());
         Ok(())
     }
@@ -138,17 +155,57 @@ impl Prepared {
     }
 }
 
-/// Phase one (supervisor, host privileges): clone and configure every host path of the view.
-pub fn prepare(policy: &Policy, ids: &IdPlan) -> Result<Prepared, SetupFailure> {
+impl Prepared {
+    /// Split into what crosses the socket: descriptions and descriptors (host entries are
+    /// always detached trees).
+    pub fn into_handoff(self, cgroup_ns: bool, memory_cgroup: bool) -> (Handoff, Vec<OwnedFd>) {
+        let mut mounts = Vec::new();
+        let mut fds = Vec::new();
+        for e in self.entries {
+            if let Source::Tree { fd, dir } = e.source {
+                mounts.push((e.target, dir));
+                fds.push(fd);
+            }
+        }
+        let handoff = Handoff {
+            cgroup_ns,
+            memory_cgroup,
+            mounts,
+            readable: self.readable,
+            writable: self.writable,
+        };
+        (handoff, fds)
+    }
+
+    /// Rebuild from a handoff; the descriptor count must match.
+    pub fn from_handoff(h: Handoff, fds: Vec<OwnedFd>) -> Result<Prepared, SetupFailure> {
+        if h.mounts.len() != fds.len() {
+            return Err(SetupFailure::plain(
+                Stage::Mounts,
+                "mount handoff lost descriptors",
+            ));
+        }
+        let entries = h
+            .mounts
+            .into_iter()
+            .zip(fds)
+            .map(|((target, dir), fd)| Entry {
+                target,
+                source: Source::Tree { fd, dir },
+            })
+            .collect();
+        Ok(Prepared {
+            entries,
+            readable: h.readable,
+            writable: h.writable,
+        })
+    }
+}
+
+/// Phase one, host side (supervisor, host privileges): the workspace and the policy's binds,
+/// which may need the caller's privileges to reach and an id mapping only the host can set.
+pub fn prepare_host(policy: &Policy, ids: &IdPlan) -> Result<Prepared, SetupFailure> {
     let mut p = Prepared::default();
-    for path in policy.system_paths.iter().chain(&policy.etc_paths) {
-        p.system(path)?;
-    }
-    for dev in DEVICES {
-        let path = PathBuf::from(format!("/dev/{dev}"));
-        // Device nodes need `dev`; they stay nosuid.
-        p.tree(&path, &path, sys::MOUNT_ATTR_NOSUID, None)?;
-    }
     if let Some(ws) = &policy.workspace {
         p.writable_dir(ws, Path::new(WORKSPACE_MOUNT), ids)?;
     }
@@ -171,6 +228,22 @@ pub fn prepare(policy: &Policy, ids: &IdPlan) -> Result<Prepared, SetupFailure> 
                 p.readable.push(b.target().to_owned());
             }
         }
+    }
+    Ok(p)
+}
+
+/// Phase one, jail side (the init, in its own user and mount namespaces, before the pivot): the
+/// world-readable system paths and device nodes. Running here lets it overlap the supervisor's
+/// host-side work.
+pub fn prepare_system(policy: &Policy) -> Result<Prepared, SetupFailure> {
+    let mut p = Prepared::default();
+    for path in policy.system_paths.iter().chain(&policy.etc_paths) {
+        p.system(path)?;
+    }
+    for dev in DEVICES {
+        let path = PathBuf::from(format!("/dev/{dev}"));
+        // Device nodes need `dev`; they stay nosuid.
+        p.tree(&path, &path, sys::MOUNT_ATTR_NOSUID, None)?;
     }
     Ok(p)
 }
@@ -211,6 +284,13 @@ fn attach(entry: Entry) -> Result<(), SetupFailure> {
             }
             symlink(&link, &at)
                 .map_err(|e| SetupFailure::io(Stage::Mounts, format!("symlink {at:?}"), &e))
+        }
+        Source::Copy(bytes) => {
+            if let Some(parent) = at.parent() {
+                mkdirs(parent)?;
+            }
+            fs::write(&at, bytes)
+                .map_err(|e| SetupFailure::io(Stage::Mounts, format!("copying to {at:?}"), &e))
         }
         Source::Tree { fd, dir } => {
             if dir {
@@ -273,14 +353,13 @@ fn etc_files(root: &Path, policy: &Policy) -> Result<(), SetupFailure> {
     )
 }
 
-/// Phase two (jail init, inside the namespaces): assemble the root and pivot into it. On
-/// return the process's root is the new tree and its working directory `/workspace`; the
-/// returned value keeps the path lists (for Landlock) without the consumed mounts.
-pub fn build(prepared: Prepared, policy: &Policy) -> Result<Prepared, SetupFailure> {
+/// Phase two, first half (jail init): a private tmpfs root with `/dev` and the system paths
+/// attached. Returns the path lists (for Landlock) without the consumed mounts.
+pub fn stage_system(system: Prepared, policy: &Policy) -> Result<Prepared, SetupFailure> {
     let lists = Prepared {
         entries: Vec::new(),
-        readable: prepared.readable.clone(),
-        writable: prepared.writable.clone(),
+        readable: system.readable,
+        writable: system.writable,
     };
     let private = MsFlags::MS_REC | MsFlags::MS_PRIVATE;
     mount(None::<&str>, "/", None::<&str>, private, None::<&str>)
@@ -288,19 +367,34 @@ pub fn build(prepared: Prepared, policy: &Policy) -> Result<Prepared, SetupFailu
     let root = PathBuf::from(STAGING);
     let nosuid_nodev = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
     tmpfs(&root, 1 << 20, "0755", nosuid_nodev)?;
-    tmpfs(
-        &root.join("dev"),
-        64 << 10,
-        "0755",
-        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
-    )?;
-    let ws = Path::new(WORKSPACE_MOUNT);
-    if !prepared.entries.iter().any(|e| e.target == ws) {
-        tmpfs(&staged(ws), policy.limits.tmp_bytes, "0777", nosuid_nodev)?;
+    let dev_flags = MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC;
+    tmpfs(&root.join("dev"), 64 << 10, "0755", dev_flags)?;
+    if policy.workspace.is_none() {
+        let ws = staged(Path::new(WORKSPACE_MOUNT));
+        tmpfs(&ws, policy.limits.tmp_bytes, "0777", nosuid_nodev)?;
     }
-    for entry in prepared.entries {
+    for entry in system.entries {
         attach(entry)?;
     }
+    Ok(lists)
+}
+
+/// Phase two, second half (jail init): attach the host side's mounts, add `/tmp`, `/dev/shm`,
+/// extra tmpfs, synthetic `/etc` files and a fresh `/proc`, then pivot into the new root. On
+/// return the process's root is the new tree and its working directory `/workspace`; the path
+/// lists of `lists` and `host` are merged.
+pub fn finish_root(
+    mut lists: Prepared,
+    host: Prepared,
+    policy: &Policy,
+) -> Result<Prepared, SetupFailure> {
+    lists.readable.extend(host.readable);
+    lists.writable.extend(host.writable);
+    for entry in host.entries {
+        attach(entry)?;
+    }
+    let root = PathBuf::from(STAGING);
+    let nosuid_nodev = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
     let dev = root.join("dev");
     for (name, link) in [
         ("fd", "/proc/self/fd"),

@@ -53,6 +53,9 @@ pub enum PolicyError {
     /// An environment variable name that cannot be passed to execve.
     #[error("environment variable name {0:?} is empty or contains `=` or NUL")]
     BadEnvName(String),
+    /// More binds than the jail can hand over.
+    #[error("at most 200 binds are allowed")]
+    TooManyBinds,
     /// A string with a NUL byte.
     #[error("{0} contains a NUL byte")]
     Nul(&'static str),
@@ -282,6 +285,9 @@ impl Policy {
             if v == 0 {
                 return Err(PolicyError::ZeroLimit(name));
             }
+        }
+        if self.binds.len() > 200 {
+            return Err(PolicyError::TooManyBinds);
         }
         for b in &self.binds {
             check_target(b.target())?;

@@ -75,3 +75,75 @@ impl StatusMessage {
         line
     }
 }
+
+/// What the supervisor hands the init once it is in the cgroup: the detached mounts of the
+/// policy's own paths (their descriptors travel alongside as `SCM_RIGHTS`, in order).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Handoff {
+    /// Whether the init was put in a cgroup (then it gets its own cgroup namespace).
+    pub cgroup_ns: bool,
+    /// Whether a cgroup enforces the memory limit (otherwise RLIMIT_AS is the floor).
+    pub memory_cgroup: bool,
+    /// Target and is-directory of each mount, in the order of the descriptors.
+    pub mounts: Vec<(std::path::PathBuf, bool)>,
+    /// Paths readable by the command (for Landlock).
+    pub readable: Vec<std::path::PathBuf>,
+    /// Paths writable by the command (for Landlock).
+    pub writable: Vec<std::path::PathBuf>,
+}
+
+/// Most descriptors one handoff may carry (the kernel's SCM_RIGHTS limit is 253).
+pub const MAX_HANDOFF_FDS: usize = 250;
+const MAX_HANDOFF_BYTES: usize = 1 << 16;
+
+/// Send `handoff` and `fds` as one record on a `SOCK_SEQPACKET` socket.
+pub fn send_handoff(
+    sock: &std::os::fd::OwnedFd,
+    handoff: &Handoff,
+    fds: &[std::os::fd::OwnedFd],
+) -> Result<(), nix::errno::Errno> {
+    use nix::sys::socket::{ControlMessage, MsgFlags, UnixAddr, sendmsg};
+    use std::os::fd::AsRawFd;
+    let body = serde_json::to_vec(handoff).map_err(|_| nix::errno::Errno::EINVAL)?;
+    if body.len() > MAX_HANDOFF_BYTES || fds.len() > MAX_HANDOFF_FDS {
+        return Err(nix::errno::Errno::E2BIG);
+    }
+    let raw: Vec<i32> = fds.iter().map(AsRawFd::as_raw_fd).collect();
+    let cmsgs = if raw.is_empty() {
+        vec![]
+    } else {
+        vec![ControlMessage::ScmRights(&raw)]
+    };
+    let iov = [std::io::IoSlice::new(&body)];
+    sendmsg::<UnixAddr>(sock.as_raw_fd(), &iov, &cmsgs, MsgFlags::empty(), None)?;
+    Ok(())
+}
+
+/// Receive what [`send_handoff`] sent.
+pub fn recv_handoff(
+    sock: &std::os::fd::OwnedFd,
+) -> Result<(Handoff, Vec<std::os::fd::OwnedFd>), nix::errno::Errno> {
+    use nix::sys::socket::{ControlMessageOwned, MsgFlags, UnixAddr, recvmsg};
+    use std::os::fd::AsRawFd;
+    let mut body = vec![0u8; MAX_HANDOFF_BYTES];
+    let mut space = nix::cmsg_space!([std::os::fd::RawFd; MAX_HANDOFF_FDS]);
+    let mut iov = [std::io::IoSliceMut::new(&mut body)];
+    let msg = recvmsg::<UnixAddr>(
+        sock.as_raw_fd(),
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::MSG_CMSG_CLOEXEC,
+    )?;
+    let mut fds = Vec::new();
+    for c in msg.cmsgs()? {
+        if let ControlMessageOwned::ScmRights(list) = c {
+            fds.extend(crate::sys::adopt_received(list));
+        }
+    }
+    let len = msg.bytes;
+    if len == 0 {
+        return Err(nix::errno::Errno::EPIPE);
+    }
+    let handoff = serde_json::from_slice(&body[..len]).map_err(|_| nix::errno::Errno::EBADMSG)?;
+    Ok((handoff, fds))
+}

@@ -30,7 +30,7 @@ use crate::init::{self, Launch};
 use crate::mounts;
 use crate::outcome::{Enforcement, LandlockReport, LimitKind, Mechanism, Outcome, Usage};
 use crate::policy::Policy;
-use crate::protocol::StatusMessage;
+use crate::protocol::{StatusMessage, send_handoff};
 use crate::seccomp;
 use crate::sys::{self, CloneResult};
 
@@ -59,6 +59,11 @@ pub struct Request {
     /// Bytes for the command's stdin in [`IoMode::Capture`].
     #[serde(skip)]
     pub stdin: Vec<u8>,
+}
+
+/// Debug-level timing of the set-up and tear-down steps (`WARDEN_LOG=debug`).
+fn log_phase(started: Instant, phase: &str) {
+    tracing::debug!(phase, us = started.elapsed().as_micros(), "jail");
 }
 
 /// Poll interval for cgroup counters (pids refused, OOM kills, CPU time).
@@ -276,7 +281,8 @@ fn start(req: &Request) -> Result<Running, JailError> {
     let started = Instant::now();
     let policy = &req.policy;
     let ids = idmap::plan(policy.uid, policy.gid);
-    let prepared = mounts::prepare(policy, &ids)?;
+    let phase = |name: &str| log_phase(started, name);
+    phase("ids");
     let program = seccomp::program()
         .map_err(|e| JailError::Setup(SetupFailure::plain(Stage::Seccomp, e.to_string())))?;
     let argv = cstrings(req.argv.iter().cloned())?;
@@ -291,18 +297,14 @@ fn start(req: &Request) -> Result<Running, JailError> {
             .filter(|d| !d.is_empty())
             .map(str::to_owned),
     )?;
-    let cgroup = if ids.privileged {
-        let name = format!(
-            "warden-{}-{}",
-            std::process::id(),
-            started.elapsed().as_nanos()
-        );
-        RunCgroup::create(&name, &policy.limits)
-    } else {
-        RunCgroup::default()
-    };
     let (status_r, status_w) = pipe()?;
-    let (sync_r, sync_w) = pipe()?;
+    let (sync_w, sync_r) = nix::sys::socket::socketpair(
+        nix::sys::socket::AddressFamily::Unix,
+        nix::sys::socket::SockType::SeqPacket,
+        None,
+        nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+    )
+    .map_err(sup_err("socketpair"))?;
     let (stdio_child, stdout, stderr, stdin) = match req.io {
         IoMode::Inherit => (
             None,
@@ -350,13 +352,12 @@ fn start(req: &Request) -> Result<Running, JailError> {
         env,
         path,
         ids,
-        prepared,
+        prepared: mounts::Prepared::default(),
         seccomp: program,
         status: status_w,
         sync: sync_r,
         stdio: stdio_child,
-        cgroup_ns: !cgroup.is_empty(),
-        memory_cgroup: cgroup.memory().is_some(),
+        memory_cgroup: false,
     };
     let flags = libc::CLONE_NEWUSER
         | libc::CLONE_NEWNS
@@ -367,49 +368,32 @@ fn start(req: &Request) -> Result<Running, JailError> {
     let init_pid = match sys::clone_into_namespaces(flags).map_err(sup_err("clone"))? {
         CloneResult::Child => {
             // Our copies of the supervisor's ends must not keep pipes open.
-            drop((status_r, sync_w, stdout, stderr, stdin, cgroup));
+            drop((status_r, sync_w, stdout, stderr, stdin));
             init::run(launch)
         }
         CloneResult::Parent(pid) => pid,
     };
     drop(launch);
-    let abort = |f: SetupFailure, cgroup: RunCgroup| {
-        let _ = kill(init_pid, Signal::SIGKILL);
-        let _ = nix::sys::wait::waitpid(init_pid, None);
-        cgroup.remove();
-        // The init's own report, if it sent one, says more than our side of the pipe.
-        let reported = read_status(&status_r).into_iter().find_map(|m| match m {
-            StatusMessage::Failed(f) => Some(f),
-            _ => None,
-        });
-        JailError::from(reported.unwrap_or(f))
-    };
-    if let Err(e) = ids.write_maps(init_pid) {
-        return Err(abort(
-            SetupFailure::io(Stage::IdMap, "writing id maps", &e),
-            cgroup,
-        ));
-    }
-    if let Err(e) = cgroup.add(init_pid.as_raw()) {
-        return Err(abort(
-            SetupFailure::io(Stage::Supervisor, "joining the cgroup", &e),
-            cgroup,
-        ));
-    }
-    if let Err(e) = nix::unistd::write(&sync_w, b"1") {
-        return Err(abort(
-            SetupFailure::errno(Stage::Supervisor, "waking the init", e),
-            cgroup,
-        ));
-    }
+    phase("cloned");
+    let mut cgroup = RunCgroup::default();
+    let handed = hand_over(init_pid, &ids, policy, &sync_w, &mut cgroup, started);
     drop(sync_w);
-    let pidfd = match sys::pidfd_open(init_pid) {
+    let pidfd = handed.and_then(|()| {
+        sys::pidfd_open(init_pid)
+            .map_err(|e| SetupFailure::errno(Stage::Supervisor, "pidfd_open", e))
+    });
+    let pidfd = match pidfd {
         Ok(fd) => fd,
-        Err(e) => {
-            return Err(abort(
-                SetupFailure::errno(Stage::Supervisor, "pidfd_open", e),
-                cgroup,
-            ));
+        Err(f) => {
+            let _ = kill(init_pid, Signal::SIGKILL);
+            let _ = nix::sys::wait::waitpid(init_pid, None);
+            cgroup.remove();
+            // The init's own report, if it sent one, says more than our side of the socket.
+            let reported = read_status(&status_r).into_iter().find_map(|m| match m {
+                StatusMessage::Failed(f) => Some(f),
+                _ => None,
+            });
+            return Err(JailError::from(reported.unwrap_or(f)));
         }
     };
     Ok(Running {
@@ -433,6 +417,42 @@ fn push_fd<'a>(
         fds.push(PollFd::new(fd, ev));
         fds.len() - 1
     })
+}
+
+/// The supervisor's half of the set-up, done while the init builds the system part of the view:
+/// id maps, wake-up, the run's cgroup, the policy's own mounts, and the handoff.
+fn hand_over(
+    init: Pid,
+    ids: &idmap::IdPlan,
+    policy: &Policy,
+    sync: &OwnedFd,
+    cgroup: &mut RunCgroup,
+    started: Instant,
+) -> Result<(), SetupFailure> {
+    let phase = |name: &str| log_phase(started, name);
+    ids.write_maps(init)
+        .map_err(|e| SetupFailure::io(Stage::IdMap, "writing id maps", &e))?;
+    nix::unistd::write(sync, b"1")
+        .map_err(|e| SetupFailure::errno(Stage::Supervisor, "waking the init", e))?;
+    phase("maps written, init woken");
+    if ids.privileged {
+        let name = format!(
+            "warden-{}-{}",
+            std::process::id(),
+            started.elapsed().as_nanos()
+        );
+        *cgroup = RunCgroup::create(&name, &policy.limits);
+        cgroup
+            .add(init.as_raw())
+            .map_err(|e| SetupFailure::io(Stage::Supervisor, "joining the cgroup", &e))?;
+    }
+    phase("cgroup joined");
+    let host = mounts::prepare_host(policy, ids)?;
+    let (handoff, fds) = host.into_handoff(!cgroup.is_empty(), cgroup.memory().is_some());
+    send_handoff(sync, &handoff, &fds)
+        .map_err(|e| SetupFailure::errno(Stage::Supervisor, "handing mounts to the init", e))?;
+    phase("handed over");
+    Ok(())
 }
 
 /// Poll until the init exits; returns why we stopped it, if we did.
@@ -590,6 +610,8 @@ fn drain(o: &mut Option<Output>, cap: u64) {
 }
 
 fn finish(mut r: Running, policy: &Policy, stop: Option<Stop>) -> Result<Outcome, JailError> {
+    let phase = |name: &str| log_phase(r.started, name);
+    phase("init exited");
     let _ = nix::sys::wait::waitpid(r.init, None);
     let cap = policy.limits.output_bytes;
     drain(&mut r.stdout, cap);
@@ -610,7 +632,9 @@ fn finish(mut r: Running, policy: &Policy, stop: Option<Stop>) -> Result<Outcome
         }
     }
     let enforcement = enforcement(&r.cgroup, landlock, policy);
+    phase("status read");
     r.cgroup.remove();
+    log_phase(r.started, "cgroup removed");
     if let Some(f) = failure {
         return Err(f.into());
     }

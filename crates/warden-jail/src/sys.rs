@@ -318,3 +318,12 @@ pub fn thread_count() -> Option<usize> {
         .find_map(|l| l.strip_prefix("Threads:"))
         .and_then(|v| v.trim().parse().ok())
 }
+
+/// Take ownership of descriptors the kernel just installed for us (`SCM_RIGHTS`).
+pub fn adopt_received(fds: Vec<RawFd>) -> Vec<OwnedFd> {
+    fds.into_iter()
+        // SAFETY: each number is a descriptor `recvmsg` just added to our table; nothing else
+        // refers to it.
+        .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) })
+        .collect()
+}
