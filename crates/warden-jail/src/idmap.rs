@@ -123,7 +123,7 @@ impl IdPlan {
 pub fn idmap_userns(plan: &IdPlan, owner: (u32, u32)) -> Result<OwnedFd, Errno> {
     let child = match sys::clone_into_namespaces(libc::CLONE_NEWUSER)? {
         CloneResult::Child => loop {
-            let _ = nix::unistd::pause();
+            nix::unistd::pause();
         },
         CloneResult::Parent(pid) => pid,
     };
