@@ -23,8 +23,8 @@ pub enum Command {
 /// `warden run [OPTIONS] -- CMD [ARGS...]`
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Directory mounted read-write at /workspace (default: a fresh temporary directory,
-    /// removed afterwards).
+    /// Host directory mounted read-write at /workspace (default: a fresh private tmpfs of
+    /// --tmp-size, gone when the run ends).
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
     /// Policy file (TOML); flags override it.
@@ -51,7 +51,7 @@ pub struct RunArgs {
     /// Output kept (or streamed) per stream before the run is ended, e.g. 1M.
     #[arg(long, value_name = "SIZE")]
     pub output_limit: Option<String>,
-    /// Size of the private /tmp, e.g. 64M.
+    /// Size of the private /tmp (and of the default workspace), e.g. 64M.
     #[arg(long, value_name = "SIZE")]
     pub tmp_size: Option<String>,
     /// Environment variable for the command (repeatable); nothing else is inherited.

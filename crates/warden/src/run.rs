@@ -150,15 +150,9 @@ pub fn main(args: RunArgs) -> ExitCode {
 }
 
 fn run(args: &RunArgs) -> Result<i32> {
-    let mut policy = policy(args)?;
-    let temp = match policy.workspace {
-        Some(_) => None,
-        None => {
-            let dir = tempfile::Builder::new().prefix("warden-ws-").tempdir()?;
-            policy.workspace = Some(dir.path().to_owned());
-            Some(dir)
-        }
-    };
+    // Without --workspace the jail gets a private tmpfs workspace: fresh, removed with the run,
+    // and bounded by the tmpfs size, so a disk-filling command cannot reach the host's disk.
+    let policy = policy(args)?;
     let req = Request {
         policy,
         argv: args.command.clone(),
@@ -170,7 +164,6 @@ fn run(args: &RunArgs) -> Result<i32> {
         stdin: Vec::new(),
     };
     let outcome = warden_jail::supervise(&req, None)?;
-    drop(temp);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&json_report(&outcome))?);
     } else if let Some(kind) = outcome.limit_hit {

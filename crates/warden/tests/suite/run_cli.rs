@@ -150,21 +150,32 @@ fn workspace_is_mounted_and_kept() {
 }
 
 #[test]
-fn default_workspace_is_temporary_and_removed() {
-    let r = warden(&["run", "--", "sh", "-c", "echo hi > f; ls"]);
-    assert_eq!(r.stdout, "f\n");
-    let leftover = std::fs::read_dir(std::env::temp_dir())
-        .unwrap()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with("warden-ws-"))
-        .count();
-    // Other tests may be running right now; none of ours must linger for long.
-    assert!(eventually(5, || std::fs::read_dir(std::env::temp_dir())
-        .unwrap()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with("warden-ws-"))
-        .count()
-        <= leftover));
+fn default_workspace_is_a_fresh_bounded_tmpfs() {
+    let r = warden(&[
+        "run",
+        "--",
+        "sh",
+        "-c",
+        "ls -A; echo hi > f; ls; stat -f -c %T .",
+    ]);
+    assert_eq!(r.stdout, "f\ntmpfs\n", "{r:?}");
+    // Nothing carries over to the next run.
+    let r = warden(&["run", "--", "ls", "-A"]);
+    assert_eq!(r.stdout, "", "{r:?}");
+    // Filling it ends in ENOSPC at --tmp-size, not on the host's disk.
+    let r = warden(&[
+        "run",
+        "--tmp-size",
+        "4M",
+        "--",
+        "sh",
+        "-c",
+        "dd if=/dev/zero of=fill bs=1M count=64 2>&1; echo rc=$?",
+    ]);
+    assert!(
+        r.stdout.contains("No space left on device") && r.stdout.contains("rc=1"),
+        "{r:?}"
+    );
 }
 
 #[test]
