@@ -2,8 +2,9 @@
 //!
 //! Order matters and is fixed: new session (no controlling terminal), stdio, death signal,
 //! rlimits, ids, capabilities (bounding, ambient, then all sets), not dumpable, no_new_privs,
-//! Landlock, seccomp (last: it also filters what the earlier steps would need), descriptors
-//! above 2 closed, signal dispositions reset, then `execve` with the policy's environment only.
+//! Landlock, descriptors above 2 closed, signal dispositions reset, then `execve` with the
+//! policy's environment only. The seccomp filter is already in place: the init installed it just
+//! before forking this process (none of these steps is on its deny list).
 //! Any failure is reported on the status pipe and the process exits without running the command.
 //!
 //! Note: `execve` resets the dumpable flag for ordinary binaries; ptrace and
@@ -79,8 +80,6 @@ fn prepare(launch: &Launch) -> Result<(), SetupFailure> {
     credentials(launch)?;
     let ll = crate::landlock::restrict(&launch.prepared, &launch.policy)?;
     report(&launch.status, &StatusMessage::Landlock(ll));
-    crate::seccomp::install(&launch.seccomp)
-        .map_err(|e| SetupFailure::plain(Stage::Seccomp, e.to_string()))?;
     let keep = u32::try_from(launch.status.as_raw_fd()).unwrap_or(u32::MAX);
     let close = |first, last| {
         sys::close_range(first, last)

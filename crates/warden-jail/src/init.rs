@@ -44,12 +44,12 @@ pub struct Launch {
     /// Where status messages go.
     pub status: OwnedFd,
     /// `SOCK_SEQPACKET` from the supervisor: one byte once the id maps are written, then the
-    /// [`Handoff`](crate::protocol::Handoff) once we are in the cgroup.
+    /// [`Handoff`](crate::protocol::Handoff), then two bytes once we are in the cgroup.
     pub sync: OwnedFd,
     /// The command's stdin, stdout and stderr, or `None` to inherit ours.
     pub stdio: Option<[OwnedFd; 3]>,
     /// Whether a cgroup enforces the memory limit (otherwise RLIMIT_AS is the floor); set by
-    /// the init from the handoff.
+    /// the init when the supervisor releases it.
     pub memory_cgroup: bool,
 }
 
@@ -86,16 +86,25 @@ fn setup(launch: &mut Launch) -> Result<(), SetupFailure> {
         .map_err(|e| SetupFailure::errno(Stage::Network, "bringing loopback up", e))?;
     let system = mounts::prepare_system(&launch.policy)?;
     let lists = mounts::stage_system(system, &launch.policy)?;
-    // Meanwhile the supervisor joined us to the run's cgroup (the first write to cgroup.procs
-    // can wait for an RCU grace period) and cloned the policy's own paths; the command may start
-    // only once both are done.
+    // Meanwhile the supervisor cloned the policy's own paths.
     let (handoff, fds) = recv_handoff(&launch.sync)
         .map_err(|e| SetupFailure::errno(Stage::Supervisor, "receiving the host mounts", e))?;
-    launch.memory_cgroup = handoff.memory_cgroup;
-    let cgroup_ns = handoff.cgroup_ns;
     let host = Prepared::from_handoff(handoff, fds)?;
     launch.prepared = mounts::finish_root(lists, host, &launch.policy)?;
-    if cgroup_ns {
+    // The command may start only once we are in the run's cgroup: the supervisor says so with
+    // two bytes (in a cgroup at all, memory limited by it).
+    let mut go = [0u8; 2];
+    match nix::unistd::read(&launch.sync, &mut go) {
+        Ok(2) => {}
+        _ => {
+            return Err(SetupFailure::plain(
+                Stage::Supervisor,
+                "the supervisor did not release us",
+            ));
+        }
+    }
+    launch.memory_cgroup = go[1] == 1;
+    if go[0] == 1 {
         nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP)
             .map_err(|e| ns("unsharing the cgroup namespace", e))?;
     }
@@ -112,8 +121,6 @@ fn harden_self(launch: &Launch) -> Result<(), SetupFailure> {
     sys::capset_empty().map_err(|e| cred("dropping capabilities", e))?;
     nix::sys::prctl::set_dumpable(false).map_err(|e| cred("PR_SET_DUMPABLE", e))?;
     nix::sys::prctl::set_no_new_privs().map_err(|e| cred("PR_SET_NO_NEW_PRIVS", e))?;
-    crate::seccomp::install(&launch.seccomp)
-        .map_err(|e| SetupFailure::plain(Stage::Seccomp, e.to_string()))?;
     // Keep only the status pipe; stdio becomes /dev/null.
     if let Ok(null) = std::fs::OpenOptions::new()
         .read(true)
@@ -158,6 +165,18 @@ fn reap(command: Pid, status: &OwnedFd) -> ! {
 /// The init's whole life.
 pub fn run(mut launch: Launch) -> ! {
     if let Err(f) = setup(&mut launch) {
+        report(&launch.status, &StatusMessage::Failed(f));
+        sys::exit_now(125);
+    }
+    // The seccomp filter goes on once, here, and the command inherits it across the fork: nothing
+    // the init or the command does from now on is on its deny list.
+    let filtered = nix::sys::prctl::set_no_new_privs()
+        .map_err(|e| SetupFailure::errno(Stage::Seccomp, "PR_SET_NO_NEW_PRIVS", e))
+        .and_then(|()| {
+            crate::seccomp::install(&launch.seccomp)
+                .map_err(|e| SetupFailure::plain(Stage::Seccomp, e.to_string()))
+        });
+    if let Err(f) = filtered {
         report(&launch.status, &StatusMessage::Failed(f));
         sys::exit_now(125);
     }

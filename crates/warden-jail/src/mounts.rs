@@ -158,7 +158,7 @@ impl Prepared {
 impl Prepared {
     /// Split into what crosses the socket: descriptions and descriptors (host entries are
     /// always detached trees).
-    pub fn into_handoff(self, cgroup_ns: bool, memory_cgroup: bool) -> (Handoff, Vec<OwnedFd>) {
+    pub fn into_handoff(self) -> (Handoff, Vec<OwnedFd>) {
         let mut mounts = Vec::new();
         let mut fds = Vec::new();
         for e in self.entries {
@@ -168,8 +168,6 @@ impl Prepared {
             }
         }
         let handoff = Handoff {
-            cgroup_ns,
-            memory_cgroup,
             mounts,
             readable: self.readable,
             writable: self.writable,

@@ -76,14 +76,10 @@ impl StatusMessage {
     }
 }
 
-/// What the supervisor hands the init once it is in the cgroup: the detached mounts of the
-/// policy's own paths (their descriptors travel alongside as `SCM_RIGHTS`, in order).
+/// What the supervisor hands the init: the detached mounts of the policy's own paths (their
+/// descriptors travel alongside as `SCM_RIGHTS`, in order).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Handoff {
-    /// Whether the init was put in a cgroup (then it gets its own cgroup namespace).
-    pub cgroup_ns: bool,
-    /// Whether a cgroup enforces the memory limit (otherwise RLIMIT_AS is the floor).
-    pub memory_cgroup: bool,
     /// Target and is-directory of each mount, in the order of the descriptors.
     pub mounts: Vec<(std::path::PathBuf, bool)>,
     /// Paths readable by the command (for Landlock).

@@ -435,6 +435,15 @@ fn hand_over(
     nix::unistd::write(sync, b"1")
         .map_err(|e| SetupFailure::errno(Stage::Supervisor, "waking the init", e))?;
     phase("maps written, init woken");
+    // Policy mounts first: the init needs them to finish its root, and can pivot while we wait
+    // for the cgroup attach below (on cgroup v1 the first write to cgroup.procs can wait for an
+    // RCU grace period).
+    let host = mounts::prepare_host(policy, ids)?;
+    let (handoff, fds) = host.into_handoff();
+    send_handoff(sync, &handoff, &fds)
+        .map_err(|e| SetupFailure::errno(Stage::Supervisor, "handing mounts to the init", e))?;
+    drop(fds);
+    phase("mounts handed over");
     if ids.privileged {
         let name = format!(
             "warden-{}-{}",
@@ -446,12 +455,13 @@ fn hand_over(
             .add(init.as_raw())
             .map_err(|e| SetupFailure::io(Stage::Supervisor, "joining the cgroup", &e))?;
     }
-    phase("cgroup joined");
-    let host = mounts::prepare_host(policy, ids)?;
-    let (handoff, fds) = host.into_handoff(!cgroup.is_empty(), cgroup.memory().is_some());
-    send_handoff(sync, &handoff, &fds)
-        .map_err(|e| SetupFailure::errno(Stage::Supervisor, "handing mounts to the init", e))?;
-    phase("handed over");
+    let go = [
+        u8::from(!cgroup.is_empty()),
+        u8::from(cgroup.memory().is_some()),
+    ];
+    nix::unistd::write(sync, &go)
+        .map_err(|e| SetupFailure::errno(Stage::Supervisor, "releasing the init", e))?;
+    phase("cgroup joined, init released");
     Ok(())
 }
 

@@ -110,6 +110,7 @@ const BPF_JMP_JGT_K: u16 = 0x25;
 const BPF_JMP_JGE_K: u16 = 0x35;
 const BPF_ALU_AND_K: u16 = 0x54;
 const BPF_RET_K: u16 = 0x06;
+const BPF_JMP_JA: u16 = 0x05;
 
 const OFF_NR: u32 = 0;
 const OFF_ARCH: u32 = 4;
@@ -277,11 +278,56 @@ fn compile_rule(rule: &Rule, out: &mut Vec<libc::sock_filter>) -> Result<(), Bpf
     Ok(())
 }
 
+/// Groups per leaf of the search tree: a short linear run is cheaper than more branching.
+const LEAF_GROUPS: usize = 4;
+
+/// Emit a balanced binary search over `groups` (sorted by syscall number, each body ending in a
+/// RET). The accumulator holds the syscall number throughout: only bodies clobber it, and they
+/// always return.
+fn emit_tree(
+    groups: &[(u32, Vec<libc::sock_filter>)],
+    default: Action,
+    out: &mut Vec<libc::sock_filter>,
+) -> Result<(), BpfError> {
+    if groups.len() <= LEAF_GROUPS {
+        for (k, body) in groups {
+            let skip =
+                u8::try_from(body.len()).map_err(|_| BpfError::JumpTooFar { nr: i64::from(*k) })?;
+            out.push(jump(BPF_JMP_JEQ_K, *k, 0, skip));
+            out.extend_from_slice(body);
+        }
+        out.push(stmt(BPF_RET_K, default.ret_value()));
+        return Ok(());
+    }
+    let (low, high) = groups.split_at(groups.len() / 2);
+    let mut left = Vec::new();
+    emit_tree(low, default, &mut left)?;
+    let over_left = u32::try_from(left.len()).map_err(|_| BpfError::TooLong(left.len()))?;
+    // nr >= pivot: fall onto the JA that skips the low half; otherwise hop over it.
+    out.push(jump(BPF_JMP_JGE_K, high[0].0, 0, 1));
+    out.push(stmt(BPF_JMP_JA, over_left));
+    out.extend(left);
+    emit_tree(high, default, out)
+}
+
 /// Assemble `rules` into a seccomp program whose answer for anything unmatched is `default`.
+/// Syscall numbers are dispatched by binary search, so the cost per syscall grows with the
+/// logarithm of the number of syscalls that have rules, not linearly.
 pub fn assemble(rules: &[Rule], default: Action) -> Result<Vec<libc::sock_filter>, BpfError> {
     let mut by_nr: BTreeMap<i64, Vec<&Rule>> = BTreeMap::new();
     for r in rules {
         by_nr.entry(r.nr).or_default().push(r);
+    }
+    let mut groups = Vec::with_capacity(by_nr.len());
+    for (nr, group) in by_nr {
+        let k = u32::try_from(nr).map_err(|_| BpfError::BadSyscall(nr))?;
+        let mut body = Vec::new();
+        for rule in group {
+            compile_rule(rule, &mut body)?;
+        }
+        // No rule matched: the default answer.
+        body.push(stmt(BPF_RET_K, default.ret_value()));
+        groups.push((k, body));
     }
     let mut prog = vec![
         stmt(BPF_LD_W_ABS, OFF_ARCH),
@@ -294,20 +340,7 @@ pub fn assemble(rules: &[Rule], default: Action) -> Result<Vec<libc::sock_filter
         prog.push(jump(BPF_JMP_JGE_K, X32_SYSCALL_BIT, 0, 1));
         prog.push(stmt(BPF_RET_K, Action::KillProcess.ret_value()));
     }
-    for (nr, group) in by_nr {
-        let k = u32::try_from(nr).map_err(|_| BpfError::BadSyscall(nr))?;
-        let mut body = Vec::new();
-        for rule in group {
-            compile_rule(rule, &mut body)?;
-        }
-        // No rule matched: the default answer. Every body ends in a RET, so the accumulator
-        // (clobbered by argument loads) is never used again after a group is entered.
-        body.push(stmt(BPF_RET_K, default.ret_value()));
-        let skip = u8::try_from(body.len()).map_err(|_| BpfError::JumpTooFar { nr })?;
-        prog.push(jump(BPF_JMP_JEQ_K, k, 0, skip));
-        prog.extend(body);
-    }
-    prog.push(stmt(BPF_RET_K, default.ret_value()));
+    emit_tree(&groups, default, &mut prog)?;
     if prog.len() > usize::from(u16::MAX) {
         return Err(BpfError::TooLong(prog.len()));
     }
