@@ -58,21 +58,29 @@ pub fn report(status: &OwnedFd, msg: &StatusMessage) {
     let _ = nix::unistd::write(status, &msg.encode());
 }
 
+/// Wait for an `N`-byte message from the supervisor; anything else (EOF when it died) fails.
+fn await_bytes<const N: usize>(
+    sync: &OwnedFd,
+    stage: Stage,
+    detail: &str,
+) -> Result<[u8; N], SetupFailure> {
+    let mut buf = [0u8; N];
+    match nix::unistd::read(sync, &mut buf) {
+        Ok(n) if n == N => Ok(buf),
+        _ => Err(SetupFailure::plain(stage, detail)),
+    }
+}
+
 fn setup(launch: &mut Launch) -> Result<(), SetupFailure> {
     let ns = |detail: &str, e: Errno| SetupFailure::errno(Stage::Namespaces, detail, e);
     nix::sys::prctl::set_pdeathsig(Some(Signal::SIGKILL))
         .map_err(|e| ns("setting the parent-death signal", e))?;
     // EOF here (instead of the byte) means the supervisor died before our death signal was set.
-    let mut byte = [0u8; 1];
-    match nix::unistd::read(&launch.sync, &mut byte) {
-        Ok(1) => {}
-        _ => {
-            return Err(SetupFailure::plain(
-                Stage::IdMap,
-                "the supervisor did not map our ids",
-            ));
-        }
-    }
+    await_bytes::<1>(
+        &launch.sync,
+        Stage::IdMap,
+        "the supervisor did not map our ids",
+    )?;
     if launch.ids.privileged {
         let cred = |detail: &str, e: Errno| SetupFailure::errno(Stage::Credentials, detail, e);
         let root_g = Gid::from_raw(0);
@@ -93,16 +101,11 @@ fn setup(launch: &mut Launch) -> Result<(), SetupFailure> {
     launch.prepared = mounts::finish_root(lists, host, &launch.policy)?;
     // The command may start only once we are in the run's cgroup: the supervisor says so with
     // two bytes (in a cgroup at all, memory limited by it).
-    let mut go = [0u8; 2];
-    match nix::unistd::read(&launch.sync, &mut go) {
-        Ok(2) => {}
-        _ => {
-            return Err(SetupFailure::plain(
-                Stage::Supervisor,
-                "the supervisor did not release us",
-            ));
-        }
-    }
+    let go = await_bytes::<2>(
+        &launch.sync,
+        Stage::Supervisor,
+        "the supervisor did not release us",
+    )?;
     launch.memory_cgroup = go[1] == 1;
     if go[0] == 1 {
         nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP)

@@ -30,6 +30,7 @@ pub mod policy;
 mod protocol;
 pub mod seccomp;
 mod spawn;
+mod stdio;
 mod supervisor;
 mod sys;
 

@@ -32,6 +32,7 @@ use crate::outcome::{Enforcement, LandlockReport, LimitKind, Mechanism, Outcome,
 use crate::policy::Policy;
 use crate::protocol::{StatusMessage, send_handoff};
 use crate::seccomp;
+use crate::stdio::{Output, StdinPump, drain};
 use crate::sys::{self, CloneResult};
 
 /// How the command's stdin, stdout and stderr are connected.
@@ -86,131 +87,6 @@ fn pipe() -> Result<(OwnedFd, OwnedFd), JailError> {
 fn set_nonblocking(fd: &OwnedFd) -> Result<(), JailError> {
     fcntl(fd, FcntlArg::F_SETFL(OFlag::O_NONBLOCK)).map_err(sup_err("fcntl"))?;
     Ok(())
-}
-
-/// One output stream of the command, as seen by the supervisor.
-struct Output {
-    fd: Option<OwnedFd>,
-    kept: Vec<u8>,
-    total: u64,
-    emitted: u64,
-    truncated: bool,
-    /// Forward to this descriptor of ours instead of keeping.
-    forward: Option<i32>,
-}
-
-impl Output {
-    fn new(fd: OwnedFd, forward: Option<i32>) -> Output {
-        Output {
-            fd: Some(fd),
-            kept: Vec::new(),
-            total: 0,
-            emitted: 0,
-            truncated: false,
-            forward,
-        }
-    }
-
-    /// Read what is available; returns true when the limit was just exceeded.
-    fn pump(&mut self, limit: u64) -> bool {
-        let Some(fd) = &self.fd else { return false };
-        let mut buf = [0u8; 65536];
-        match nix::unistd::read(fd, &mut buf) {
-            Ok(0) => {
-                self.fd = None;
-                false
-            }
-            Ok(n) => {
-                self.total += n as u64;
-                let room =
-                    usize::try_from(limit.saturating_sub(self.emitted)).unwrap_or(usize::MAX);
-                let take = n.min(room);
-                match self.forward {
-                    Some(to) => write_all_raw(to, &buf[..take]),
-                    None => self.kept.extend_from_slice(&buf[..take]),
-                }
-                self.emitted += take as u64;
-                if n > room && !self.truncated {
-                    self.truncated = true;
-                    return true;
-                }
-                false
-            }
-            Err(Errno::EAGAIN | Errno::EINTR) => false,
-            Err(_) => {
-                self.fd = None;
-                false
-            }
-        }
-    }
-}
-
-fn write_all_raw(fd: i32, mut bytes: &[u8]) {
-    // SAFETY: `fd` is one of our own standard descriptors (1 or 2), open for the whole run.
-    let out = unsafe { BorrowedFd::borrow_raw(fd) };
-    while !bytes.is_empty() {
-        match nix::unistd::write(out, bytes) {
-            Ok(n) => bytes = &bytes[n..],
-            Err(Errno::EINTR) => {}
-            Err(Errno::EAGAIN) => {
-                let mut fds = [PollFd::new(out, PollFlags::POLLOUT)];
-                let _ = poll(&mut fds, PollTimeout::from(100u16));
-            }
-            Err(_) => return,
-        }
-    }
-}
-
-/// Forwards bytes to the command's stdin.
-struct StdinPump {
-    /// Our stdin in stream mode.
-    source: Option<BorrowedFd<'static>>,
-    buf: Vec<u8>,
-    pos: usize,
-    sink: Option<OwnedFd>,
-}
-
-impl StdinPump {
-    fn wants_input(&self) -> bool {
-        self.source.is_some() && self.pos >= self.buf.len() && self.sink.is_some()
-    }
-    fn wants_output(&self) -> bool {
-        self.sink.is_some() && self.pos < self.buf.len()
-    }
-    fn read_source(&mut self) {
-        let Some(src) = self.source else { return };
-        let mut chunk = vec![0u8; 65536];
-        match nix::unistd::read(src, &mut chunk) {
-            Ok(0) | Err(Errno::EBADF | Errno::EIO) => {
-                self.source = None;
-            }
-            Ok(n) => {
-                chunk.truncate(n);
-                self.buf = chunk;
-                self.pos = 0;
-            }
-            Err(_) => {}
-        }
-        self.close_if_done();
-    }
-    fn write_sink(&mut self) {
-        let Some(sink) = &self.sink else { return };
-        match nix::unistd::write(sink, &self.buf[self.pos..]) {
-            Ok(n) => self.pos += n,
-            Err(Errno::EAGAIN | Errno::EINTR) => {}
-            Err(_) => {
-                // The command closed its stdin: stop forwarding.
-                self.sink = None;
-                self.source = None;
-            }
-        }
-        self.close_if_done();
-    }
-    fn close_if_done(&mut self) {
-        if self.source.is_none() && self.pos >= self.buf.len() {
-            self.sink = None;
-        }
-    }
 }
 
 /// The supervisor's side of a started jail.
@@ -604,19 +480,6 @@ fn read_status(fd: &OwnedFd) -> Vec<StatusMessage> {
         .filter(|l| !l.is_empty())
         .filter_map(|l| serde_json::from_slice(l).ok())
         .collect()
-}
-
-/// Drain an output stream to EOF after the tree is gone (bounded by the output limit).
-fn drain(o: &mut Option<Output>, cap: u64) {
-    let Some(o) = o else { return };
-    let until = Instant::now() + Duration::from_secs(1);
-    while o.fd.is_some() && Instant::now() < until {
-        if let Some(fd) = &o.fd {
-            let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
-            let _ = poll(&mut fds, PollTimeout::from(100u16));
-        }
-        o.pump(cap);
-    }
 }
 
 fn finish(mut r: Running, policy: &Policy, stop: Option<Stop>) -> Result<Outcome, JailError> {
