@@ -74,10 +74,12 @@ fn stdio(launch: &Launch) -> Result<(), SetupFailure> {
 fn prepare(launch: &Launch) -> Result<(), SetupFailure> {
     nix::unistd::setsid().map_err(|e| SetupFailure::errno(Stage::Namespaces, "setsid", e))?;
     stdio(launch)?;
-    nix::sys::prctl::set_pdeathsig(Some(Signal::SIGKILL))
-        .map_err(|e| SetupFailure::errno(Stage::Namespaces, "parent-death signal", e))?;
     rlimits(launch)?;
     credentials(launch)?;
+    // After the id change, which clears it. (The init is pid 1: if it is gone, so is the whole
+    // pid namespace, this process included.)
+    nix::sys::prctl::set_pdeathsig(Some(Signal::SIGKILL))
+        .map_err(|e| SetupFailure::errno(Stage::Namespaces, "parent-death signal", e))?;
     let ll = crate::landlock::restrict(&launch.prepared, &launch.policy)?;
     report(&launch.status, &StatusMessage::Landlock(ll));
     let keep = u32::try_from(launch.status.as_raw_fd()).unwrap_or(u32::MAX);

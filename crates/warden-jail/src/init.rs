@@ -73,9 +73,6 @@ fn await_bytes<const N: usize>(
 
 fn setup(launch: &mut Launch) -> Result<(), SetupFailure> {
     let ns = |detail: &str, e: Errno| SetupFailure::errno(Stage::Namespaces, detail, e);
-    nix::sys::prctl::set_pdeathsig(Some(Signal::SIGKILL))
-        .map_err(|e| ns("setting the parent-death signal", e))?;
-    // EOF here (instead of the byte) means the supervisor died before our death signal was set.
     await_bytes::<1>(
         &launch.sync,
         Stage::IdMap,
@@ -89,6 +86,10 @@ fn setup(launch: &mut Launch) -> Result<(), SetupFailure> {
         nix::unistd::setgroups(&[]).map_err(|e| cred("setgroups", e))?;
         nix::unistd::setresuid(root_u, root_u, root_u).map_err(|e| cred("setresuid(0)", e))?;
     }
+    // Only now: the kernel clears the parent-death signal whenever credentials change. If the
+    // supervisor died before this point, our next read from it sees EOF and we give up.
+    nix::sys::prctl::set_pdeathsig(Some(Signal::SIGKILL))
+        .map_err(|e| ns("setting the parent-death signal", e))?;
     nix::unistd::sethostname(&launch.policy.hostname).map_err(|e| ns("sethostname", e))?;
     sys::loopback_up()
         .map_err(|e| SetupFailure::errno(Stage::Network, "bringing loopback up", e))?;

@@ -291,6 +291,32 @@ fn the_sandbox_dies_with_warden() {
     );
 }
 
+/// Regression: the parent-death signal was set before the init and the command changed their
+/// ids, and the kernel clears it on every credential change, so a SIGKILLed `warden run` left
+/// its init and command running. Checks the init as well as the command, every time.
+#[test]
+fn regression_parent_death_signal_survives_the_id_change() {
+    for _ in 0..3 {
+        let n = nonce();
+        let mut w = Command::new(warden_bin())
+            .args(["run", "--", "sleep", &format!("1006.{n}")])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let needle = format!("1006.{n}");
+        // Both the init (a copy of `warden run … 1006.n`) and the command must be up.
+        assert!(eventually(10, || host_processes_with(&needle).len() >= 3));
+        w.kill().unwrap();
+        w.wait().unwrap();
+        assert!(
+            eventually(5, || host_processes_with(&needle).is_empty()),
+            "left behind: {:?}",
+            host_processes_with(&needle)
+        );
+    }
+}
+
 #[test]
 fn the_sandbox_dies_with_the_library_caller_lifeline() {
     let n = nonce();
