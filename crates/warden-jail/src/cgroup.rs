@@ -185,7 +185,9 @@ impl RunCgroup {
             let Some(own) = own_path(|_, ctrls| ctrls.split(',').any(|x| x == c.v1_name())) else {
                 continue;
             };
-            let dir = join_rel(mnt, root, &own).join(name);
+            let parent = join_rel(mnt, root, &own);
+            RunCgroup::sweep_stale(&parent);
+            let dir = parent.join(name);
             if fs::create_dir(&dir).is_err() {
                 continue;
             }
@@ -219,6 +221,27 @@ impl RunCgroup {
             dir: dir.to_owned(),
         });
         Ok(())
+    }
+
+    /// Remove run groups left behind by supervisors that were killed (their pid is gone).
+    fn sweep_stale(parent: &Path) {
+        let Ok(entries) = fs::read_dir(parent) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let Some(pid) = name
+                .to_str()
+                .and_then(|n| n.strip_prefix("warden-"))
+                .and_then(|rest| rest.split('-').next())
+                .and_then(|p| p.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if !Path::new(&format!("/proc/{pid}")).exists() {
+                let _ = fs::remove_dir(e.path());
+            }
+        }
     }
 
     /// Move `pid` into every group.

@@ -121,10 +121,18 @@ impl IdPlan {
 /// The namespace needs a process to exist: a child is cloned straight into it and killed as soon
 /// as its namespace is open, so it never has to be scheduled.
 pub fn idmap_userns(plan: &IdPlan, owner: (u32, u32)) -> Result<OwnedFd, Errno> {
+    let parent = nix::unistd::getpid();
     let child = match sys::clone_into_namespaces(libc::CLONE_NEWUSER)? {
-        CloneResult::Child => loop {
-            nix::unistd::pause();
-        },
+        CloneResult::Child => {
+            // Normally killed before it is ever scheduled; if the supervisor dies first, go too.
+            let _ = nix::sys::prctl::set_pdeathsig(Some(nix::sys::signal::Signal::SIGKILL));
+            if nix::unistd::getppid() != parent {
+                sys::exit_now(0);
+            }
+            loop {
+                nix::unistd::pause();
+            }
+        }
         CloneResult::Parent(pid) => pid,
     };
     let result = (|| {

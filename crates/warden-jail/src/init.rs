@@ -99,7 +99,9 @@ fn setup(launch: &mut Launch) -> Result<(), SetupFailure> {
     let (handoff, fds) = recv_handoff(&launch.sync)
         .map_err(|e| SetupFailure::errno(Stage::Supervisor, "receiving the host mounts", e))?;
     let host = Prepared::from_handoff(handoff, fds)?;
-    launch.prepared = mounts::finish_root(lists, host, &launch.policy)?;
+    let as_user = (launch.ids.privileged && launch.policy.workspace.is_some())
+        .then_some((launch.policy.uid, launch.policy.gid));
+    launch.prepared = mounts::finish_root(lists, host, &launch.policy, as_user)?;
     // The command may start only once we are in the run's cgroup: the supervisor says so with
     // two bytes (in a cgroup at all, memory limited by it).
     let go = await_bytes::<2>(

@@ -19,8 +19,8 @@
 
 use std::fs;
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::fs::{MetadataExt, symlink};
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::symlink;
+use std::path::{Component, Path, PathBuf};
 
 use nix::errno::Errno;
 use nix::mount::{MntFlags, MsFlags, mount, umount2};
@@ -79,23 +79,40 @@ fn path_str(p: &Path) -> Result<&str, SetupFailure> {
 }
 
 impl Prepared {
-    /// Clone `source` into a detached tree with `attrs` (and an id mapping) for `target`.
+    /// Clone the host path `source` into a detached tree for `target`, with `attrs` and, when
+    /// `idmap` is given, an id mapping that makes the source's owner the command's user.
+    ///
+    /// The source is opened once, refusing a symlink in any component (a link planted by an
+    /// earlier run must not redirect a bind), and everything else — owner, type, the clone —
+    /// works on that descriptor, so nothing can be swapped in between.
     fn tree(
         &mut self,
         source: &Path,
         target: &Path,
         attrs: u64,
-        userns: Option<&OwnedFd>,
+        idmap: Option<&IdPlan>,
     ) -> Result<(), SetupFailure> {
         let src = path_str(source)?;
-        let fd = sys::open_tree_clone(src).map_err(|e| fail(format!("cloning {src}"), e))?;
+        let opened = sys::open_path_nofollow(src).map_err(|e| match e {
+            Errno::ELOOP => SetupFailure::errno(
+                Stage::Mounts,
+                format!("{src} goes through a symlink; name the real path"),
+                e,
+            ),
+            e => fail(format!("opening {src}"), e),
+        })?;
+        let st = nix::sys::stat::fstat(&opened).map_err(|e| fail(format!("stat {src}"), e))?;
+        let fd = sys::open_tree_clone_fd(opened.as_fd())
+            .map_err(|e| fail(format!("cloning {src}"), e))?;
         sys::mount_setattr(fd.as_fd(), attrs, 0, None)
             .map_err(|e| fail(format!("setting attributes of {src}"), e))?;
-        if let Some(ns) = userns {
+        if let Some(ids) = idmap {
+            let ns = idmap::idmap_userns(ids, (st.st_uid, st.st_gid))
+                .map_err(|e| fail(format!("id map for {src}"), e))?;
             sys::mount_setattr(fd.as_fd(), sys::MOUNT_ATTR_IDMAP, 0, Some(ns.as_fd()))
                 .map_err(|e| fail(format!("id-mapping {src}"), e))?;
         }
-        let dir = fs::metadata(source).map(|m| m.is_dir()).unwrap_or(false);
+        let dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
         self.entries.push(Entry {
             target: target.to_owned(),
             source: Source::Tree { fd, dir },
@@ -132,24 +149,11 @@ impl Prepared {
         Ok(())
     }
 
-    /// A writable host directory, id-mapped when we can so the command owns what it owns.
-    fn writable_dir(
-        &mut self,
-        source: &Path,
-        target: &Path,
-        ids: &IdPlan,
-    ) -> Result<(), SetupFailure> {
-        let userns = if ids.privileged {
-            let meta = fs::metadata(source)
-                .map_err(|e| SetupFailure::io(Stage::Mounts, format!("stat {source:?}"), &e))?;
-            let ns = idmap::idmap_userns(ids, (meta.uid(), meta.gid()))
-                .map_err(|e| fail(format!("id map for {source:?}"), e))?;
-            Some(ns)
-        } else {
-            None
-        };
+    /// A writable host path, id-mapped when we can so the command owns what the path's owner
+    /// owns (setuid and setgid bits stay impossible to set: see the seccomp policy).
+    fn writable(&mut self, source: &Path, target: &Path, ids: &IdPlan) -> Result<(), SetupFailure> {
         let attrs = sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV;
-        self.tree(source, target, attrs, userns.as_ref())?;
+        self.tree(source, target, attrs, ids.privileged.then_some(ids))?;
         self.writable.push(target.to_owned());
         Ok(())
     }
@@ -205,26 +209,17 @@ impl Prepared {
 pub fn prepare_host(policy: &Policy, ids: &IdPlan) -> Result<Prepared, SetupFailure> {
     let mut p = Prepared::default();
     if let Some(ws) = &policy.workspace {
-        p.writable_dir(ws, Path::new(WORKSPACE_MOUNT), ids)?;
+        p.writable(ws, Path::new(WORKSPACE_MOUNT), ids)?;
     }
     let mut binds: Vec<_> = policy.binds.iter().collect();
     binds.sort_by_key(|b| b.target().components().count());
     for b in binds {
-        if b.writable && fs::metadata(&b.source).map(|m| m.is_dir()).unwrap_or(false) {
-            p.writable_dir(&b.source, b.target(), ids)?;
+        if b.writable {
+            p.writable(&b.source, b.target(), ids)?;
         } else {
             let ro = sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV;
-            let attrs = if b.writable {
-                ro & !sys::MOUNT_ATTR_RDONLY
-            } else {
-                ro
-            };
-            p.tree(&b.source, b.target(), attrs, None)?;
-            if b.writable {
-                p.writable.push(b.target().to_owned());
-            } else {
-                p.readable.push(b.target().to_owned());
-            }
+            p.tree(&b.source, b.target(), ro, None)?;
+            p.readable.push(b.target().to_owned());
         }
     }
     Ok(p)
@@ -307,6 +302,88 @@ fn attach(entry: Entry) -> Result<(), SetupFailure> {
     }
 }
 
+/// Switches the filesystem ids to the command's for as long as it lives (the init creates mount
+/// points inside an id-mapped host workspace, where only the command's user is mapped).
+struct FsIds {
+    uid: nix::unistd::Uid,
+    gid: nix::unistd::Gid,
+}
+
+impl FsIds {
+    fn switch((uid, gid): (u32, u32)) -> FsIds {
+        let gid = nix::unistd::setfsgid(nix::unistd::Gid::from_raw(gid));
+        let uid = nix::unistd::setfsuid(nix::unistd::Uid::from_raw(uid));
+        FsIds { uid, gid }
+    }
+}
+
+impl Drop for FsIds {
+    fn drop(&mut self) {
+        nix::unistd::setfsuid(self.uid);
+        nix::unistd::setfsgid(self.gid);
+    }
+}
+
+/// Open, creating as needed, the mount point for `target` beneath the staging `root`. No
+/// component may be a symlink (a host workspace holds whatever earlier runs left in it) and
+/// nothing can be reached outside `root`. Beneath a host workspace, entries are created as
+/// `as_user`, the only user mapped there.
+fn mountpoint(
+    root: &OwnedFd,
+    target: &Path,
+    dir: bool,
+    as_user: Option<(u32, u32)>,
+) -> Result<OwnedFd, SetupFailure> {
+    let names: Vec<&str> = target
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(n) => n.to_str(),
+            _ => None,
+        })
+        .collect();
+    let in_workspace = target.starts_with(WORKSPACE_MOUNT) && target != Path::new(WORKSPACE_MOUNT);
+    let _ids = in_workspace.then_some(as_user).flatten().map(FsIds::switch);
+    let resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
+    let fail_at = |e: Errno| match e {
+        Errno::ELOOP => SetupFailure::errno(
+            Stage::Mounts,
+            format!("mount point {target:?} goes through a symlink"),
+            e,
+        ),
+        e => fail(format!("mount point {target:?}"), e),
+    };
+    let dir_flags = libc::O_PATH | libc::O_DIRECTORY;
+    let mut cur = sys::openat2(Some(root.as_fd()), ".", dir_flags, 0, resolve).map_err(fail_at)?;
+    for (i, name) in names.iter().enumerate() {
+        if i + 1 == names.len() && !dir {
+            let create = libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY;
+            match sys::openat2(Some(cur.as_fd()), name, create, 0o644, resolve) {
+                Ok(_) | Err(Errno::EEXIST) => {}
+                Err(e) => return Err(fail_at(e)),
+            }
+            return sys::openat2(Some(cur.as_fd()), name, libc::O_PATH, 0, resolve)
+                .map_err(fail_at);
+        }
+        sys::mkdirat_exist_ok(cur.as_fd(), name, 0o755).map_err(fail_at)?;
+        cur = sys::openat2(Some(cur.as_fd()), name, dir_flags, 0, resolve).map_err(fail_at)?;
+    }
+    Ok(cur)
+}
+
+/// Attach a prepared tree (from the host side) at its target, through [`mountpoint`].
+fn attach_beneath(
+    root: &OwnedFd,
+    entry: Entry,
+    as_user: Option<(u32, u32)>,
+) -> Result<(), SetupFailure> {
+    let Source::Tree { fd, dir } = entry.source else {
+        return attach(entry);
+    };
+    let at = mountpoint(root, &entry.target, dir, as_user)?;
+    sys::move_mount_fd(fd.as_fd(), at.as_fd())
+        .map_err(|e| fail(format!("attaching {:?}", entry.target), e))
+}
+
 /// Bind `path` onto itself read-only (inside the new `/proc`).
 fn bind_readonly(path: &Path) -> Result<(), SetupFailure> {
     if !path.exists() {
@@ -380,16 +457,28 @@ pub fn stage_system(system: Prepared, policy: &Policy) -> Result<Prepared, Setup
 /// Phase two, second half (jail init): attach the host side's mounts, add `/tmp`, `/dev/shm`,
 /// extra tmpfs, synthetic `/etc` files and a fresh `/proc`, then pivot into the new root. On
 /// return the process's root is the new tree and its working directory `/workspace`; the path
-/// lists of `lists` and `host` are merged.
+/// lists of `lists` and `host` are merged. `as_user` is the command's (uid, gid) when a host
+/// workspace is id-mapped to it and we are privileged (mount points beneath it are created as
+/// that user).
 pub fn finish_root(
     mut lists: Prepared,
     host: Prepared,
     policy: &Policy,
+    as_user: Option<(u32, u32)>,
 ) -> Result<Prepared, SetupFailure> {
     lists.readable.extend(host.readable);
     lists.writable.extend(host.writable);
+    let root_fd =
+        sys::open_path_nofollow(STAGING).map_err(|e| fail("opening the root".into(), e))?;
     for entry in host.entries {
-        attach(entry)?;
+        attach_beneath(&root_fd, entry, as_user)?;
+    }
+    for t in &policy.tmpfs {
+        let fs = sys::new_tmpfs(t.size_bytes, 0o777)
+            .map_err(|e| fail(format!("tmpfs for {:?}", t.target), e))?;
+        let at = mountpoint(&root_fd, &t.target, true, as_user)?;
+        sys::move_mount_fd(fs.as_fd(), at.as_fd())
+            .map_err(|e| fail(format!("attaching tmpfs at {:?}", t.target), e))?;
     }
     let root = PathBuf::from(STAGING);
     let nosuid_nodev = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
@@ -415,9 +504,6 @@ pub fn finish_root(
         "1777",
         nosuid_nodev,
     )?;
-    for t in &policy.tmpfs {
-        tmpfs(&staged(&t.target), t.size_bytes, "0777", nosuid_nodev)?;
-    }
     etc_files(&root, policy)?;
     let proc_dir = root.join("proc");
     mkdirs(&proc_dir)?;
@@ -433,6 +519,9 @@ pub fn finish_root(
     // No nested user namespaces: the limit is per user namespace and ours is writable by us
     // only now, before /proc/sys becomes read-only and our capabilities go.
     write_file(&proc_dir.join("sys/user/max_user_namespaces"), "0")?;
+    // inotify is charged per user up the namespace chain; cap this jail's share.
+    write_file(&proc_dir.join("sys/user/max_inotify_instances"), "64")?;
+    write_file(&proc_dir.join("sys/user/max_inotify_watches"), "16384")?;
     for sub in ["sys", "sysrq-trigger", "irq", "bus", "fs"] {
         bind_readonly(&proc_dir.join(sub))?;
     }

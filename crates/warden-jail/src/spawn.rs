@@ -104,13 +104,15 @@ impl Jail {
                 Ok(())
             });
         }
-        let child = cmd.spawn().map_err(helper_err)?;
+        let mut child = cmd.spawn().map_err(helper_err)?;
         drop((req_r, res_w));
         let mut lifeline = File::from(req_w);
         let body = serde_json::to_vec(req).map_err(|_| JailError::Protocol("request encoding"))?;
         let sent =
             write_frame(&mut lifeline, &body).and_then(|()| write_frame(&mut lifeline, &req.stdin));
         if sent.is_err() {
+            let _ = child.kill();
+            let _ = child.wait();
             return Err(JailError::Protocol("exited before reading its request"));
         }
         Ok((child, lifeline, File::from(res_r)))
@@ -229,7 +231,7 @@ impl Running {
         let ms = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
         let mut fds = [PollFd::new(self.result.as_fd(), PollFlags::POLLIN)];
         match poll(&mut fds, PollTimeout::from(ms)) {
-            Ok(0) => Ok(None),
+            Ok(0) | Err(nix::errno::Errno::EINTR) => Ok(None),
             _ => self.wait().map(Some),
         }
     }

@@ -10,28 +10,56 @@ use std::time::{Duration, Instant};
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
+/// Most forwarded output held while our own stdout is slow; past it we stop reading the
+/// command's pipe, so the command blocks instead of the supervisor.
+const MAX_BACKLOG: usize = 256 << 10;
+
+/// Largest write after a POLLOUT: a pipe with a free slot takes a page without blocking.
+const WRITE_CHUNK: usize = 4096;
+
 /// One output stream of the command, as seen by the supervisor.
 pub struct Output {
+    /// Our end of the command's pipe (`None` once it reached EOF).
     pub fd: Option<OwnedFd>,
+    /// Capture mode: what is kept. Stream mode: bytes waiting to be forwarded (from `sent` on).
     pub kept: Vec<u8>,
+    /// Stream mode: how much of `kept` was written out.
+    sent: usize,
+    /// Bytes the command wrote.
     pub total: u64,
+    /// Bytes accepted (kept or forwarded), at most the limit.
     pub emitted: u64,
+    /// Whether output was cut at the limit.
     pub truncated: bool,
-    /// Forward to this descriptor of ours instead of keeping.
-    pub forward: Option<i32>,
+    /// Stream mode: our descriptor to forward to.
+    pub forward: Option<BorrowedFd<'static>>,
+    /// Whether this stream is forwarded (stream mode) rather than kept.
+    pub streamed: bool,
 }
 
 impl Output {
     /// Watch `fd`; forward to our descriptor `forward` instead of keeping, when given.
-    pub fn new(fd: OwnedFd, forward: Option<i32>) -> Output {
+    pub fn new(fd: OwnedFd, forward: Option<BorrowedFd<'static>>) -> Output {
         Output {
             fd: Some(fd),
             kept: Vec::new(),
+            sent: 0,
             total: 0,
             emitted: 0,
             truncated: false,
+            streamed: forward.is_some(),
             forward,
         }
+    }
+
+    /// Whether to poll the command's pipe (not while too much output waits to be forwarded).
+    pub fn wants_read(&self) -> bool {
+        self.fd.is_some() && (self.forward.is_none() || self.kept.len() - self.sent < MAX_BACKLOG)
+    }
+
+    /// Whether output waits to be forwarded.
+    pub fn wants_flush(&self) -> bool {
+        self.forward.is_some() && self.sent < self.kept.len()
     }
 
     /// Read what is available; returns true when the limit was just exceeded.
@@ -48,10 +76,7 @@ impl Output {
                 let room =
                     usize::try_from(limit.saturating_sub(self.emitted)).unwrap_or(usize::MAX);
                 let take = n.min(room);
-                match self.forward {
-                    Some(to) => write_all_raw(to, &buf[..take]),
-                    None => self.kept.extend_from_slice(&buf[..take]),
-                }
+                self.kept.extend_from_slice(&buf[..take]);
                 self.emitted += take as u64;
                 if n > room && !self.truncated {
                     self.truncated = true;
@@ -66,20 +91,38 @@ impl Output {
             }
         }
     }
-}
 
-fn write_all_raw(fd: i32, mut bytes: &[u8]) {
-    // SAFETY: `fd` is one of our own standard descriptors (1 or 2), open for the whole run.
-    let out = unsafe { BorrowedFd::borrow_raw(fd) };
-    while !bytes.is_empty() {
-        match nix::unistd::write(out, bytes) {
-            Ok(n) => bytes = &bytes[n..],
-            Err(Errno::EINTR) => {}
-            Err(Errno::EAGAIN) => {
-                let mut fds = [PollFd::new(out, PollFlags::POLLOUT)];
-                let _ = poll(&mut fds, PollTimeout::from(100u16));
+    /// Forward one chunk; call when the destination polled writable, so it does not block.
+    pub fn flush_some(&mut self) {
+        let Some(out) = self.forward else { return };
+        let end = self.kept.len().min(self.sent + WRITE_CHUNK);
+        match nix::unistd::write(out, &self.kept[self.sent..end]) {
+            Ok(n) => self.sent += n,
+            Err(Errno::EAGAIN | Errno::EINTR) => {}
+            // Our reader went away: stop forwarding and close the command's pipe, so the command
+            // gets EPIPE/SIGPIPE as it would at the end of a shell pipeline.
+            Err(_) => {
+                self.forward = None;
+                self.fd = None;
+                self.kept.clear();
+                self.sent = 0;
             }
-            Err(_) => return,
+        }
+        if self.sent == self.kept.len() || self.sent > MAX_BACKLOG {
+            self.kept.drain(..self.sent);
+            self.sent = 0;
+        }
+    }
+
+    /// Forward everything left, blocking (the run is over; the caller's signals are unblocked).
+    pub fn flush_all(&mut self) {
+        while self.wants_flush() {
+            let Some(out) = self.forward else { return };
+            let mut fds = [PollFd::new(out, PollFlags::POLLOUT)];
+            match poll(&mut fds, PollTimeout::NONE) {
+                Ok(_) | Err(Errno::EINTR) => self.flush_some(),
+                Err(_) => return,
+            }
         }
     }
 }

@@ -147,7 +147,7 @@ pub fn supervise(req: &Request, lifeline: Option<BorrowedFd<'_>>) -> Result<Outc
     let (sfd, old_mask) = block_termination_signals()?;
     let result = start(req).and_then(|mut running| {
         let stop = watch(&mut running, &req.policy, lifeline, &sfd);
-        finish(running, &req.policy, stop)
+        finish(running, &req.policy, stop, &old_mask)
     });
     let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&old_mask), None);
     result
@@ -202,8 +202,7 @@ fn start(req: &Request) -> Result<Running, JailError> {
             }
             let stream = req.io == IoMode::Stream;
             let pump = StdinPump {
-                // SAFETY: descriptor 0 stays open for the life of the process.
-                source: stream.then(|| unsafe { BorrowedFd::borrow_raw(0) }),
+                source: stream.then(|| sys::std_fd(0)),
                 buf: if stream {
                     Vec::new()
                 } else {
@@ -216,8 +215,8 @@ fn start(req: &Request) -> Result<Running, JailError> {
             pump.close_if_done();
             (
                 Some([in_r, out_w, err_w]),
-                Some(Output::new(out_r, stream.then_some(1))),
-                Some(Output::new(err_r, stream.then_some(2))),
+                Some(Output::new(out_r, stream.then(|| sys::std_fd(1)))),
+                Some(Output::new(err_r, stream.then(|| sys::std_fd(2)))),
                 pump,
             )
         }
@@ -241,7 +240,13 @@ fn start(req: &Request) -> Result<Running, JailError> {
         | libc::CLONE_NEWNET
         | libc::CLONE_NEWIPC
         | libc::CLONE_NEWUTS;
-    let init_pid = match sys::clone_into_namespaces(flags).map_err(sup_err("clone"))? {
+    // The user namespace is created as the subordinate root, not as host root: per-user
+    // charges of everything inside (inotify instances and watches, namespaces, processes) land
+    // on that uid, so the jail cannot exhaust root's budgets.
+    let creator = ids.host_root.map(as_creator).transpose()?;
+    let cloned = sys::clone_into_namespaces(flags);
+    drop(creator);
+    let init_pid = match cloned.map_err(sup_err("clone"))? {
         CloneResult::Child => {
             // Our copies of the supervisor's ends must not keep pipes open.
             drop((status_r, sync_w, stdout, stderr, stdin));
@@ -282,6 +287,41 @@ fn start(req: &Request) -> Result<Running, JailError> {
         cgroup,
         started,
     })
+}
+
+/// Effective ids switched to `(uid, gid)` until dropped (real and saved ids stay root, so the
+/// switch back is allowed).
+struct Creator;
+
+fn as_creator((uid, gid): (u32, u32)) -> Result<Creator, JailError> {
+    nix::unistd::setegid(nix::unistd::Gid::from_raw(gid)).map_err(sup_err("setegid"))?;
+    if let Err(e) = nix::unistd::seteuid(nix::unistd::Uid::from_raw(uid)) {
+        let _ = nix::unistd::setegid(nix::unistd::Gid::from_raw(0));
+        return Err(sup_err("seteuid")(e));
+    }
+    Ok(Creator)
+}
+
+impl Drop for Creator {
+    fn drop(&mut self) {
+        let _ = nix::unistd::seteuid(nix::unistd::Uid::from_raw(0));
+        let _ = nix::unistd::setegid(nix::unistd::Gid::from_raw(0));
+    }
+}
+
+/// The command's pipe, when it should be polled for reading.
+fn read_fd(o: &Option<Output>) -> Option<BorrowedFd<'_>> {
+    o.as_ref()
+        .filter(|o| o.wants_read())
+        .and_then(|o| o.fd.as_ref())
+        .map(|f| f.as_fd())
+}
+
+/// Our descriptor, when output waits to be forwarded to it.
+fn flush_fd(o: &Option<Output>) -> Option<BorrowedFd<'static>> {
+    o.as_ref()
+        .filter(|o| o.wants_flush())
+        .and_then(|o| o.forward)
 }
 
 fn push_fd<'a>(
@@ -377,22 +417,10 @@ fn watch(
         let ms = u16::try_from(timeout.as_millis().max(1)).unwrap_or(u16::MAX);
 
         let mut fds = vec![PollFd::new(r.pidfd.as_fd(), PollFlags::POLLIN)];
-        let out_i = push_fd(
-            &mut fds,
-            r.stdout
-                .as_ref()
-                .and_then(|o| o.fd.as_ref())
-                .map(|f| f.as_fd()),
-            PollFlags::POLLIN,
-        );
-        let err_i = push_fd(
-            &mut fds,
-            r.stderr
-                .as_ref()
-                .and_then(|o| o.fd.as_ref())
-                .map(|f| f.as_fd()),
-            PollFlags::POLLIN,
-        );
+        let out_i = push_fd(&mut fds, read_fd(&r.stdout), PollFlags::POLLIN);
+        let err_i = push_fd(&mut fds, read_fd(&r.stderr), PollFlags::POLLIN);
+        let out_w = push_fd(&mut fds, flush_fd(&r.stdout), PollFlags::POLLOUT);
+        let err_w = push_fd(&mut fds, flush_fd(&r.stderr), PollFlags::POLLOUT);
         let src_i = push_fd(
             &mut fds,
             r.stdin.wants_input().then_some(r.stdin.source).flatten(),
@@ -417,6 +445,7 @@ fn watch(
                 .and_then(|f| f.revents())
                 .is_some_and(|ev| !ev.is_empty())
         };
+        let (out_w, err_w) = (ready(out_w), ready(err_w));
         let (init_done, out_r, err_r, src_r, sink_r, life_r, sig_r) = (
             ready(Some(0)),
             ready(out_i),
@@ -434,6 +463,12 @@ fn watch(
         }
         if err_r && let Some(o) = r.stderr.as_mut() {
             over |= o.pump(cap);
+        }
+        if out_w && let Some(o) = r.stdout.as_mut() {
+            o.flush_some();
+        }
+        if err_w && let Some(o) = r.stderr.as_mut() {
+            o.flush_some();
         }
         if over && stop.is_none() {
             stop = Some(Stop::Limit(LimitKind::Output));
@@ -482,7 +517,12 @@ fn read_status(fd: &OwnedFd) -> Vec<StatusMessage> {
         .collect()
 }
 
-fn finish(mut r: Running, policy: &Policy, stop: Option<Stop>) -> Result<Outcome, JailError> {
+fn finish(
+    mut r: Running,
+    policy: &Policy,
+    stop: Option<Stop>,
+    caller_mask: &SigSet,
+) -> Result<Outcome, JailError> {
     let phase = |name: &str| log_phase(r.started, name);
     phase("init exited");
     let _ = nix::sys::wait::waitpid(r.init, None);
@@ -508,6 +548,12 @@ fn finish(mut r: Running, policy: &Policy, stop: Option<Stop>) -> Result<Outcome
     phase("status read");
     r.cgroup.remove();
     log_phase(r.started, "cgroup removed");
+    // The jail is gone; forwarding the rest of its output may wait on a slow reader, so let the
+    // caller's signals through again while it does.
+    let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(caller_mask), None);
+    for o in [&mut r.stdout, &mut r.stderr].into_iter().flatten() {
+        o.flush_all();
+    }
     if let Some(f) = failure {
         return Err(f.into());
     }
@@ -521,8 +567,12 @@ fn finish(mut r: Running, policy: &Policy, stop: Option<Stop>) -> Result<Outcome
         }),
     };
     let (out, err) = (r.stdout.take(), r.stderr.take());
-    let parts =
-        |o: Option<Output>| o.map_or((Vec::new(), 0, false), |o| (o.kept, o.total, o.truncated));
+    let parts = |o: Option<Output>| {
+        o.map_or((Vec::new(), 0, false), |o| {
+            let kept = if o.streamed { Vec::new() } else { o.kept };
+            (kept, o.total, o.truncated)
+        })
+    };
     let (stdout, stdout_bytes, stdout_truncated) = parts(out);
     let (stderr, stderr_bytes, stderr_truncated) = parts(err);
     Ok(Outcome {

@@ -101,13 +101,120 @@ pub fn pidfd_open(pid: Pid) -> Result<OwnedFd, Errno> {
     fd_result(unsafe { libc::syscall(libc::SYS_pidfd_open, pid.as_raw(), 0) })
 }
 
-/// `open_tree(2)` on an absolute path; with [`OPEN_TREE_CLONE`] this makes a detached copy of
-/// the mount tree (always recursive, so locked submounts come along).
-pub fn open_tree_clone(path: &str) -> Result<OwnedFd, Errno> {
+/// `openat2(2)` relative to `dir` (or the working directory) with `resolve` flags.
+pub fn openat2(
+    dir: Option<BorrowedFd<'_>>,
+    path: &str,
+    flags: libc::c_int,
+    mode: u32,
+    resolve: u64,
+) -> Result<OwnedFd, Errno> {
     let c = to_cstring(path)?;
-    let flags = OPEN_TREE_CLONE | libc::O_CLOEXEC as u32 | libc::AT_RECURSIVE as u32;
-    // SAFETY: `c` is a valid NUL-terminated string that outlives the call.
-    fd_result(unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, c.as_ptr(), flags) })
+    /// `struct open_how` (libc's is non-exhaustive).
+    #[repr(C)]
+    struct OpenHow {
+        flags: u64,
+        mode: u64,
+        resolve: u64,
+    }
+    let how = OpenHow {
+        flags: u64::try_from(flags | libc::O_CLOEXEC).map_err(|_| Errno::EINVAL)?,
+        mode: u64::from(mode),
+        resolve,
+    };
+    let dirfd = dir.map_or(libc::AT_FDCWD, |d| d.as_raw_fd());
+    // SAFETY: `c` and `how` are valid for the duration of the call and we pass `how`'s size.
+    fd_result(unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dirfd,
+            c.as_ptr(),
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
+        )
+    })
+}
+
+/// An `O_PATH` descriptor for the absolute `path`, refusing symlinks in any component (so what
+/// is opened is exactly the path the policy names, resolved once).
+pub fn open_path_nofollow(path: &str) -> Result<OwnedFd, Errno> {
+    let resolve = libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
+    openat2(None, path, libc::O_PATH, 0, resolve)
+}
+
+/// `open_tree(2)` on a descriptor: a detached, recursive copy of the mount tree at `fd`.
+pub fn open_tree_clone_fd(fd: BorrowedFd<'_>) -> Result<OwnedFd, Errno> {
+    let empty = c"";
+    let flags = OPEN_TREE_CLONE
+        | libc::O_CLOEXEC as u32
+        | libc::AT_RECURSIVE as u32
+        | libc::AT_EMPTY_PATH as u32;
+    // SAFETY: `empty` is a static C string; the descriptor is borrowed for the call.
+    fd_result(unsafe { libc::syscall(libc::SYS_open_tree, fd.as_raw_fd(), empty.as_ptr(), flags) })
+}
+
+/// `mkdirat(2)`; an existing entry is not an error.
+pub fn mkdirat_exist_ok(dir: BorrowedFd<'_>, name: &str, mode: u32) -> Result<(), Errno> {
+    match nix::sys::stat::mkdirat(dir, name, nix::sys::stat::Mode::from_bits_truncate(mode)) {
+        Ok(()) | Err(Errno::EEXIST) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// A new, detached tmpfs (`fsopen`/`fsconfig`/`fsmount`), nosuid and nodev.
+pub fn new_tmpfs(size: u64, mode: u32) -> Result<OwnedFd, Errno> {
+    const FSOPEN_CLOEXEC: u32 = 1;
+    const FSCONFIG_SET_STRING: u32 = 1;
+    const FSCONFIG_CMD_CREATE: u32 = 6;
+    const FSMOUNT_CLOEXEC: u32 = 1;
+    let name = c"tmpfs";
+    // SAFETY: `name` is a static C string.
+    let fs = fd_result(unsafe { libc::syscall(libc::SYS_fsopen, name.as_ptr(), FSOPEN_CLOEXEC) })?;
+    for (key, value) in [("size", size.to_string()), ("mode", format!("{mode:o}"))] {
+        let (k, v) = (to_cstring(key)?, to_cstring(&value)?);
+        // SAFETY: `k` and `v` are valid C strings that outlive the call.
+        unit_result(unsafe {
+            libc::syscall(
+                libc::SYS_fsconfig,
+                fs.as_raw_fd(),
+                FSCONFIG_SET_STRING,
+                k.as_ptr(),
+                v.as_ptr(),
+                0,
+            )
+        })?;
+    }
+    // SAFETY: integer and null-pointer arguments only.
+    unit_result(unsafe {
+        libc::syscall(
+            libc::SYS_fsconfig,
+            fs.as_raw_fd(),
+            FSCONFIG_CMD_CREATE,
+            std::ptr::null::<libc::c_char>(),
+            std::ptr::null::<libc::c_void>(),
+            0,
+        )
+    })?;
+    let attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+    // SAFETY: integer arguments only.
+    fd_result(unsafe { libc::syscall(libc::SYS_fsmount, fs.as_raw_fd(), FSMOUNT_CLOEXEC, attrs) })
+}
+
+/// `move_mount(2)` from a detached mount onto the directory or file open at `to`.
+pub fn move_mount_fd(from: BorrowedFd<'_>, to: BorrowedFd<'_>) -> Result<(), Errno> {
+    const MOVE_MOUNT_T_EMPTY_PATH: u32 = 0x0000_0040;
+    let empty = c"";
+    // SAFETY: `empty` is a static C string; both descriptors are borrowed for the call.
+    unit_result(unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            from.as_raw_fd(),
+            empty.as_ptr(),
+            to.as_raw_fd(),
+            empty.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
+        )
+    })
 }
 
 /// `mount_setattr(2)` on a detached or attached mount given by descriptor, recursively.
@@ -117,10 +224,12 @@ pub fn mount_setattr(
     attr_clr: u64,
     userns: Option<BorrowedFd<'_>>,
 ) -> Result<(), Errno> {
+    // Always private: a clone of a shared mount would otherwise stay in the host's peer group,
+    // and mounts made beneath it inside the jail would propagate back to the host.
     let attr = MountAttr {
         attr_set,
         attr_clr,
-        propagation: 0,
+        propagation: libc::MS_PRIVATE,
         userns_fd: userns.map_or(0, |fd| u64::try_from(fd.as_raw_fd()).unwrap_or(0)),
     };
     let empty = c"";
@@ -326,4 +435,12 @@ pub fn adopt_received(fds: Vec<RawFd>) -> Vec<OwnedFd> {
         // refers to it.
         .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) })
         .collect()
+}
+
+/// One of our own standard descriptors (0, 1 or 2), borrowed for the life of the process.
+pub fn std_fd(fd: RawFd) -> BorrowedFd<'static> {
+    debug_assert!((0..=2).contains(&fd));
+    // SAFETY: a process's standard descriptors stay open for as long as it runs; the jail's
+    // supervisor never closes its own.
+    unsafe { BorrowedFd::borrow_raw(fd) }
 }

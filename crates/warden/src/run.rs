@@ -42,7 +42,9 @@ fn bind(spec: &str, writable: bool) -> Result<Bind> {
         Some((s, d)) => (s, Some(PathBuf::from(d))),
         None => (spec, None),
     };
-    let source = std::fs::canonicalize(src).with_context(|| format!("bind source {src:?}"))?;
+    // Made absolute but not resolved: the jail opens the path itself and refuses symlinks in it,
+    // so a link planted in a workspace by an earlier run cannot redirect a bind.
+    let source = std::path::absolute(src).with_context(|| format!("bind source {src:?}"))?;
     Ok(Bind {
         source,
         target: dst,
@@ -107,8 +109,7 @@ fn policy(args: &RunArgs) -> Result<Policy> {
         bail!("--net {:?}: only `none` is supported", args.net);
     }
     if let Some(ws) = &args.workspace {
-        p.workspace =
-            Some(std::fs::canonicalize(ws).with_context(|| format!("--workspace {ws:?}"))?);
+        p.workspace = Some(std::path::absolute(ws).with_context(|| format!("--workspace {ws:?}"))?);
     }
     p.validate()?;
     Ok(p)

@@ -77,6 +77,13 @@ const DENY_EPERM: &[i64] = &[
     libc::SYS_vhangup,
     libc::SYS_fanotify_init,
     libc::SYS_lookup_dcookie,
+    libc::SYS_name_to_handle_at,
+    libc::SYS_kcmp,
+    libc::SYS_process_madvise,
+    libc::SYS_migrate_pages,
+    libc::SYS_move_pages,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_modify_ldt,
     #[cfg(target_arch = "x86_64")]
     libc::SYS_iopl,
     #[cfg(target_arch = "x86_64")]
@@ -100,6 +107,9 @@ const DENY_ENOSYS: &[i64] = &[
     libc::SYS_io_uring_setup,
     libc::SYS_io_uring_enter,
     libc::SYS_io_uring_register,
+    // Its mode sits in a struct the filter cannot read (see `privilege_bit_rules`); libraries
+    // fall back to openat.
+    libc::SYS_openat2,
 ];
 
 /// `open_tree_attr(2)` (Linux 6.15), not yet in `libc`; the same number on every architecture
@@ -167,6 +177,7 @@ pub fn deny_rules() -> Vec<Rule> {
         }
         rules.push(always(nr, EAFNOSUPPORT));
     }
+    rules.extend(privilege_bit_rules());
     for &req in DENIED_IOCTLS {
         let cmp = Cmp::MaskedEq32 {
             mask: 0xffff_ffff,
@@ -176,6 +187,68 @@ pub fn deny_rules() -> Vec<Rule> {
     }
     rules
 }
+
+/// Mode bits that may never be set: with an id-mapped workspace, a setuid file the command
+/// creates would be setuid to the workspace owner (often root) on the host's disk, where the
+/// jail's `nosuid` no longer applies.
+const PRIVILEGE_BITS: [u32; 2] = [libc::S_ISUID, libc::S_ISGID];
+
+/// `fchmodat2(2)` (Linux 6.6), not yet in every `libc`.
+const FCHMODAT2: i64 = 452;
+
+/// Syscalls that set a mode, with the index of the mode argument and, for the `open` family,
+/// the index of the flags argument (the mode only matters when creating).
+fn mode_setters() -> Vec<(i64, u8, Option<u8>)> {
+    let mut list = vec![
+        (libc::SYS_fchmod, 1, None),
+        (libc::SYS_fchmodat, 2, None),
+        (FCHMODAT2, 2, None),
+        (libc::SYS_mknodat, 2, None),
+        (libc::SYS_openat, 3, Some(2)),
+    ];
+    #[cfg(target_arch = "x86_64")]
+    list.extend([
+        (libc::SYS_chmod, 1, None),
+        (libc::SYS_creat, 1, None),
+        (libc::SYS_mknod, 1, None),
+        (libc::SYS_open, 2, Some(1)),
+    ]);
+    list
+}
+
+/// Deny setting setuid or setgid bits through any syscall that sets a mode.
+fn privilege_bit_rules() -> Vec<Rule> {
+    let bit = |arg: u8, b: u32| ArgCond {
+        arg,
+        cmp: Cmp::MaskedEq32 { mask: b, value: b },
+    };
+    let mut rules = Vec::new();
+    for (nr, mode_arg, flags_arg) in mode_setters() {
+        for b in PRIVILEGE_BITS {
+            match flags_arg {
+                None => rules.push(Rule {
+                    nr,
+                    conds: vec![bit(mode_arg, b)],
+                    action: Action::Errno(EPERM),
+                }),
+                Some(flags) => {
+                    // O_TMPFILE carries its own bit besides O_DIRECTORY.
+                    for creating in [low32(libc::O_CREAT as libc::c_ulong), O_TMPFILE_BIT] {
+                        rules.push(Rule {
+                            nr,
+                            conds: vec![bit(flags, creating), bit(mode_arg, b)],
+                            action: Action::Errno(EPERM),
+                        });
+                    }
+                }
+            }
+        }
+    }
+    rules
+}
+
+/// The bit of `O_TMPFILE` that is not `O_DIRECTORY` (`__O_TMPFILE`).
+const O_TMPFILE_BIT: u32 = 0o20_000_000;
 
 /// Assemble the jail's filter.
 pub fn program() -> Result<Vec<libc::sock_filter>, SeccompError> {

@@ -426,3 +426,91 @@ fn landlock_is_an_independent_layer() {
     assert_eq!(v["enforcement"]["landlock"]["abi"], 7);
     let _ = std::io::stdout().flush();
 }
+
+/// A symlink left in a workspace by an earlier run must not redirect a later bind: the source
+/// `ws/cache -> /etc` would otherwise bind host /etc read-write, id-mapped to the command.
+#[test]
+fn symlinked_bind_sources_are_refused() {
+    let ws = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink("/etc", ws.path().join("cache")).unwrap();
+    let src = format!("{}:/cache", ws.path().join("cache").display());
+    for flag in ["--rw-bind", "--ro-bind"] {
+        let r = warden(&[
+            "run",
+            flag,
+            &src,
+            "--",
+            "sh",
+            "-c",
+            "ls /cache/shadow && echo reached",
+        ]);
+        assert_eq!(r.status, 125, "{r:?}");
+        assert!(r.stderr.contains("symlink"), "{r:?}");
+        assert!(!r.stdout.contains("reached"), "{r:?}");
+    }
+    // A workspace given through a symlink is refused the same way.
+    let link = ws.path().with_extension("link");
+    std::os::unix::fs::symlink(ws.path(), &link).unwrap();
+    let r = warden(&["run", "--workspace", link.to_str().unwrap(), "--", "true"]);
+    std::fs::remove_file(&link).unwrap();
+    assert_eq!(r.status, 125, "{r:?}");
+}
+
+/// Mount points beneath a host workspace are created without following symlinks planted there:
+/// `ws/link -> <host dir>` must not make `--tmpfs /workspace/link/sub` create or mount anything
+/// in the host directory.
+#[test]
+fn symlinked_mount_targets_in_the_workspace_are_refused() {
+    let ws = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(elsewhere.path(), ws.path().join("link")).unwrap();
+    let r = warden(&[
+        "run",
+        "--workspace",
+        ws.path().to_str().unwrap(),
+        "--tmpfs",
+        "/workspace/link/sub",
+        "--",
+        "true",
+    ]);
+    assert_eq!(r.status, 125, "{r:?}");
+    assert!(r.stderr.contains("symlink"), "{r:?}");
+    assert!(
+        !elsewhere.path().join("sub").exists(),
+        "created through the link"
+    );
+    // The same target as a real directory works, created as the command's user.
+    std::fs::remove_file(ws.path().join("link")).unwrap();
+    let r = warden(&[
+        "run",
+        "--workspace",
+        ws.path().to_str().unwrap(),
+        "--tmpfs",
+        "/workspace/link/sub",
+        "--",
+        "sh",
+        "-c",
+        "touch link/sub/f && stat -c %U link",
+    ]);
+    assert_eq!(r.stdout.trim(), "sandbox", "{r:?}");
+}
+
+/// Setuid and setgid bits cannot be set by any syscall, so an id-mapped workspace (which makes
+/// the command the owner of the owner's files on the host's disk) never gains a setuid program.
+#[test]
+fn setuid_bits_cannot_be_planted_in_the_workspace() {
+    let ws = workspace_with("setuid_create");
+    let r = warden(&[
+        "run",
+        "--workspace",
+        ws.path().to_str().unwrap(),
+        "--",
+        "./setuid_create",
+    ]);
+    assert_blocked(&r, 15);
+    use std::os::unix::fs::PermissionsExt;
+    for e in std::fs::read_dir(ws.path()).unwrap().flatten() {
+        let mode = e.metadata().unwrap().permissions().mode();
+        assert_eq!(mode & 0o6000, 0, "{:?} has mode {mode:o}", e.path());
+    }
+}

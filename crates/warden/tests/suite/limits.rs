@@ -109,3 +109,43 @@ fn every_limit_has_a_default_and_a_mechanism() {
     let defaults = warden_jail::Limits::default();
     assert!(defaults.wall_time_ms > 0 && defaults.memory_bytes > 0 && defaults.pids > 0);
 }
+
+/// Regression: forwarding output used to block the supervisor on a reader that never reads,
+/// and with it the wall-time limit and signal handling.
+#[test]
+fn a_stalled_reader_stops_neither_limits_nor_signals() {
+    use std::process::{Command, Stdio};
+    let n = nonce();
+    let mut w = Command::new(warden_bin())
+        .args(["run", "--timeout", "2", "--", "yes", &n])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped()) // never read
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Up: warden, the jail's init (a copy of warden) and `yes`.
+    assert!(eventually(10, || host_processes_with(&n).len() >= 3));
+    let start = std::time::Instant::now();
+    // The jail dies at its wall time although our stdout is full: only warden itself, still
+    // waiting to hand over the output it holds, is left.
+    assert!(
+        eventually(10, || host_processes_with(&n).len() == 1),
+        "{:?}",
+        host_processes_with(&n)
+    );
+    assert!(
+        start.elapsed().as_secs_f64() > 1.0,
+        "gone before its wall time"
+    );
+    assert!(w.try_wait().unwrap().is_none());
+    // And it still answers SIGTERM.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(w.id().cast_signed()),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    assert!(
+        eventually(5, || w.try_wait().unwrap().is_some()),
+        "warden ignored SIGTERM"
+    );
+}
