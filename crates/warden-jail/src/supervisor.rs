@@ -371,6 +371,12 @@ fn hand_over(
             .add(init.as_raw())
             .map_err(|e| SetupFailure::io(Stage::Supervisor, "joining the cgroup", &e))?;
     }
+    if ids.privileged && (cgroup.memory().is_none() || cgroup.pids().is_none()) {
+        tracing::warn!(
+            "no cgroup memory/pids controller available to Warden (cgroup v2 needs a delegated \
+             subtree): only per-process rlimits limit this run"
+        );
+    }
     let go = [
         u8::from(!cgroup.is_empty()),
         u8::from(cgroup.memory().is_some()),
