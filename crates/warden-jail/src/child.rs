@@ -71,7 +71,7 @@ fn stdio(launch: &Launch) -> Result<(), SetupFailure> {
     nix::unistd::dup2_stderr(stderr).map_err(io)
 }
 
-fn prepare(launch: &Launch) -> Result<(), SetupFailure> {
+fn prepare(launch: &mut Launch) -> Result<(), SetupFailure> {
     nix::unistd::setsid().map_err(|e| SetupFailure::errno(Stage::Namespaces, "setsid", e))?;
     stdio(launch)?;
     rlimits(launch)?;
@@ -80,7 +80,7 @@ fn prepare(launch: &Launch) -> Result<(), SetupFailure> {
     // pid namespace, this process included.)
     nix::sys::prctl::set_pdeathsig(Some(Signal::SIGKILL))
         .map_err(|e| SetupFailure::errno(Stage::Namespaces, "parent-death signal", e))?;
-    let ll = crate::landlock::restrict(&launch.prepared, &launch.policy)?;
+    let ll = crate::landlock::restrict(launch.landlock.take(), launch.policy.landlock)?;
     report(&launch.status, &StatusMessage::Landlock(ll));
     let keep = u32::try_from(launch.status.as_raw_fd()).unwrap_or(u32::MAX);
     let close = |first, last| {
@@ -119,8 +119,8 @@ fn exec_program(launch: &Launch) -> (Errno, String) {
 }
 
 /// Become the command. Never returns.
-pub fn exec(launch: Launch) -> ! {
-    if let Err(f) = prepare(&launch) {
+pub fn exec(mut launch: Launch) -> ! {
+    if let Err(f) = prepare(&mut launch) {
         report(&launch.status, &StatusMessage::Failed(f));
         sys::exit_now(125);
     }

@@ -39,6 +39,8 @@ pub struct Launch {
     pub ids: IdPlan,
     /// Path lists of the view, for Landlock (filled in by the init).
     pub prepared: Prepared,
+    /// The Landlock ruleset's opened paths (prepared by the init, enforced by the command).
+    pub landlock: Option<crate::landlock::Plan>,
     /// The assembled seccomp program.
     pub seccomp: Vec<libc::sock_filter>,
     /// Where status messages go.
@@ -173,6 +175,13 @@ pub fn run(mut launch: Launch) -> ! {
     if let Err(f) = setup(&mut launch) {
         report(&launch.status, &StatusMessage::Failed(f));
         sys::exit_now(125);
+    }
+    match crate::landlock::prepare(&launch.prepared, &launch.policy) {
+        Ok(plan) => launch.landlock = plan,
+        Err(f) => {
+            report(&launch.status, &StatusMessage::Failed(f));
+            sys::exit_now(125);
+        }
     }
     // The seccomp filter goes on once, here, and the command inherits it across the fork: nothing
     // the init or the command does from now on is on its deny list.

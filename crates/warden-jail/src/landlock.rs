@@ -6,11 +6,12 @@
 //! signals are scoped to the sandbox (Landlock ABI 6+). The level reached is reported; with
 //! [`LandlockMode::Required`] anything short of full enforcement is an error.
 
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 use landlock::{
-    ABI, Access, AccessFs, BitFlags, CompatLevel, Compatible, LandlockStatus, PathBeneath, PathFd,
-    Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
+    ABI, Access, AccessFs, BitFlags, CompatLevel, Compatible, LandlockStatus, PathBeneath, Ruleset,
+    RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
 };
 
 use crate::error::{SetupFailure, Stage};
@@ -50,52 +51,66 @@ fn without_nested(mut paths: Vec<PathBuf>) -> Vec<PathBuf> {
     kept
 }
 
-/// Restrict the calling process (and what it executes) to the mount plan.
-pub fn restrict(prepared: &Prepared, policy: &Policy) -> Result<LandlockReport, SetupFailure> {
+/// The opened paths and rights of a ruleset, prepared by the init (which may still use
+/// `openat2`; the command already runs under the seccomp filter) and enforced by the command.
+#[derive(Debug)]
+pub struct Plan {
+    rules: Vec<(OwnedFd, BitFlags<AccessFs>)>,
+}
+
+/// Open every path of the ruleset for `policy`, refusing symlinks like the mounts do: a path the
+/// plan skipped (not on this host) or a link swapped in since has nothing to allow. A file gets
+/// only the rights that make sense for files, so the ruleset stays fully enforced.
+pub fn prepare(prepared: &Prepared, policy: &Policy) -> Result<Option<Plan>, SetupFailure> {
     if policy.landlock == LandlockMode::Off {
+        return Ok(None);
+    }
+    let all = AccessFs::from_all(TARGET_ABI);
+    let read = AccessFs::from_read(TARGET_ABI);
+    let file_rw = read | AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev;
+    let file_only = AccessFs::from_file(TARGET_ABI);
+    let (readable, writable, devices) = plan(prepared, policy);
+    let root = crate::sys::open_path_nofollow("/").map_err(|e| fail(format!("opening /: {e}")))?;
+    let mut rules = vec![(root, BitFlags::from(AccessFs::ReadDir))];
+    for (paths, access) in [(readable, read), (writable, all), (devices, file_rw)] {
+        for p in paths {
+            let Some(fd) = p
+                .to_str()
+                .and_then(|p| crate::sys::open_path_nofollow(p).ok())
+            else {
+                continue;
+            };
+            let is_dir = nix::sys::stat::fstat(&fd)
+                .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR);
+            rules.push((fd, if is_dir { access } else { access & file_only }));
+        }
+    }
+    Ok(Some(Plan { rules }))
+}
+
+/// Restrict the calling process (and what it executes) to `plan`.
+pub fn restrict(plan: Option<Plan>, mode: LandlockMode) -> Result<LandlockReport, SetupFailure> {
+    let Some(plan) = plan else {
         return Ok(LandlockReport {
             status: "off".into(),
             abi: 0,
         });
-    }
-    let level = match policy.landlock {
+    };
+    let level = match mode {
         LandlockMode::Required => CompatLevel::HardRequirement,
         _ => CompatLevel::BestEffort,
     };
-    let all = AccessFs::from_all(TARGET_ABI);
-    let read = AccessFs::from_read(TARGET_ABI);
-    let file_rw = read | AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev;
-    let (readable, writable, devices) = plan(prepared, policy);
-    let file_only = AccessFs::from_file(TARGET_ABI);
-    let rules = |paths: Vec<PathBuf>, access: BitFlags<AccessFs>| {
-        paths.into_iter().filter_map(move |p| {
-            // A path the plan skipped (not on this host) has nothing to allow; a file gets only
-            // the rights that make sense for files, so the ruleset stays fully enforced.
-            let access = if p.is_dir() {
-                access
-            } else {
-                access & file_only
-            };
-            PathFd::new(&p)
-                .ok()
-                .map(|fd| Ok::<_, landlock::RulesetError>(PathBeneath::new(fd, access)))
-        })
-    };
-    let created = Ruleset::default()
+    let rules = plan
+        .rules
+        .into_iter()
+        .map(|(fd, access)| Ok::<_, landlock::RulesetError>(PathBeneath::new(fd, access)));
+    let status = Ruleset::default()
         .set_compatibility(level)
-        .handle_access(all)
+        .handle_access(AccessFs::from_all(TARGET_ABI))
         .and_then(|r| r.scope(Scope::AbstractUnixSocket | Scope::Signal))
         .and_then(|r| r.create())
-        .map_err(|e| fail(format!("creating the ruleset: {e}")))?;
-    let root = PathFd::new("/").map_err(|e| fail(format!("opening /: {e}")))?;
-    let created = created
-        .add_rule(PathBeneath::new(root, AccessFs::ReadDir))
-        .and_then(|r| r.add_rules(rules(readable, read)))
-        .and_then(|r| r.add_rules(rules(writable, all)))
-        .and_then(|r| r.add_rules(rules(devices, file_rw)))
-        .map_err(|e| fail(format!("adding rules: {e}")))?;
-    let status = created
-        .restrict_self()
+        .and_then(|r| r.add_rules(rules))
+        .and_then(|r| r.restrict_self())
         .map_err(|e| fail(format!("enforcing: {e}")))?;
     let abi = match status.landlock {
         LandlockStatus::Available { effective_abi, .. } => effective_abi as u32,

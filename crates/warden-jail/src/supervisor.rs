@@ -228,6 +228,7 @@ fn start(req: &Request) -> Result<Running, JailError> {
         path,
         ids,
         prepared: mounts::Prepared::default(),
+        landlock: None,
         seccomp: program,
         status: status_w,
         sync: sync_r,
