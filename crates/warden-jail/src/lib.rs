@@ -37,5 +37,5 @@ mod sys;
 pub use error::{JailError, SetupFailure, Stage};
 pub use outcome::{Enforcement, LandlockReport, LimitKind, Mechanism, Outcome, Usage};
 pub use policy::{Bind, LandlockMode, Limits, NetworkMode, Policy, PolicyError, Tmpfs};
-pub use spawn::{HELPER_ARG, Jail, Running, helper_main};
+pub use spawn::{HELPER_ARG, Jail, Killer, Running, helper_main};
 pub use supervisor::{IoMode, Request, supervise};

@@ -13,6 +13,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nix::fcntl::OFlag;
@@ -125,6 +126,17 @@ impl Jail {
         argv: &[String],
         stdin: &[u8],
     ) -> Result<Outcome, JailError> {
+        self.start_capture(policy, argv, stdin)?.wait()
+    }
+
+    /// Start `argv` in capture mode: `wait` returns the outcome with the output; a [`Killer`]
+    /// taken before waiting can end it from another thread.
+    pub fn start_capture(
+        &self,
+        policy: &Policy,
+        argv: &[String],
+        stdin: &[u8],
+    ) -> Result<Running, JailError> {
         if stdin.len() > MAX_STDIN as usize {
             return Err(JailError::BadCommand("stdin larger than 64 MiB"));
         }
@@ -136,15 +148,14 @@ impl Jail {
         };
         let stdio = [Stdio::null(), Stdio::null(), Stdio::null()];
         let (child, lifeline, result) = self.start(&req, stdio)?;
-        let mut running = Running {
+        Ok(Running {
             child,
-            lifeline: Some(lifeline),
+            lifeline: Killer(Arc::new(Mutex::new(Some(lifeline)))),
             result,
             stdin: None,
             stdout: None,
             stderr: None,
-        };
-        running.wait()
+        })
     }
 
     /// Start `argv` with piped stdin, stdout and stderr for a long-lived conversation.
@@ -162,17 +173,31 @@ impl Jail {
             stdout: child.stdout.take(),
             stderr: child.stderr.take(),
             child,
-            lifeline: Some(lifeline),
+            lifeline: Killer(Arc::new(Mutex::new(Some(lifeline)))),
             result,
         })
     }
 }
 
-/// A jailed command started with [`Jail::spawn`].
+/// Ends a run from anywhere: closing the lifeline makes the helper kill the whole tree (the
+/// outcome then says `killed`). Cheap to clone; killing twice is harmless.
+#[derive(Debug, Clone)]
+pub struct Killer(Arc<Mutex<Option<File>>>);
+
+impl Killer {
+    /// Kill the run's whole tree.
+    pub fn kill(&self) {
+        if let Ok(mut lifeline) = self.0.lock() {
+            lifeline.take();
+        }
+    }
+}
+
+/// A jailed command started with [`Jail::spawn`] or [`Jail::start_capture`].
 #[derive(Debug)]
 pub struct Running {
     child: Child,
-    lifeline: Option<File>,
+    lifeline: Killer,
     result: File,
     /// The command's stdin.
     pub stdin: Option<ChildStdin>,
@@ -185,7 +210,12 @@ pub struct Running {
 impl Running {
     /// Kill the whole sandboxed tree (the outcome then says `killed`).
     pub fn kill(&mut self) {
-        self.lifeline = None;
+        self.lifeline.kill();
+    }
+
+    /// A handle that kills this run from another thread.
+    pub fn killer(&self) -> Killer {
+        self.lifeline.clone()
     }
 
     /// Host pid of the helper (the supervisor of this run).
@@ -221,7 +251,7 @@ impl Running {
             ))),
             Err(_) => Err(JailError::Protocol("ended without an outcome")),
         };
-        self.lifeline = None;
+        self.lifeline.kill();
         let _ = self.child.wait();
         outcome
     }
@@ -241,7 +271,7 @@ impl Drop for Running {
     fn drop(&mut self) {
         // Closing the lifeline makes the helper kill the tree; reap the helper so it does not
         // linger as a zombie. The tree's death does not depend on this running.
-        self.lifeline = None;
+        self.lifeline.kill();
         let _ = self.child.wait();
     }
 }
