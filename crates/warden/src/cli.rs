@@ -17,7 +17,23 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a command inside the sandbox.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
+    /// Serve MCP tools that run inside the sandbox (stdio by default, or Streamable HTTP).
+    Serve(ServeArgs),
+}
+
+/// `warden serve [--config FILE] [--profile NAME] [--http ADDR]`
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Configuration file (TOML): profiles, limits, audit log, schemas, HTTP settings.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Profile to serve (built in: code, readonly; default: the file's, else code).
+    #[arg(long, value_name = "NAME")]
+    pub profile: Option<String>,
+    /// Serve Streamable HTTP at http://ADDR/mcp instead of stdio (e.g. 127.0.0.1:8787).
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<std::net::SocketAddr>,
 }
 
 /// `warden run [OPTIONS] -- CMD [ARGS...]`

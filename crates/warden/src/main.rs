@@ -7,6 +7,7 @@
 
 mod cli;
 mod run;
+mod serve;
 
 use std::process::ExitCode;
 
@@ -31,6 +32,7 @@ fn main() -> ExitCode {
         .without_time()
         .init();
     match cli.command {
-        cli::Command::Run(args) => run::main(args),
+        cli::Command::Run(args) => run::main(*args),
+        cli::Command::Serve(args) => serve::main(args),
     }
 }

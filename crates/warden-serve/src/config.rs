@@ -1,0 +1,345 @@
+//! The server's configuration: a TOML file with named profiles, validated into one typed
+//! [`Config`] before anything is served.
+//!
+//! A profile picks the tools a client may call and the limits those calls run under. Two are
+//! built in — `code` (commands, Python, files, validation) and `readonly` (reading and
+//! validation only) — and a file may add more or override them by name. Nothing a client sends
+//! can change the profile or widen an allowlist: they are read here, at start, and only here.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use thiserror::Error;
+use warden_jail::{Limits, Policy};
+
+use crate::tools::ALL_TOOLS;
+
+/// Errors in the configuration.
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("reading {path:?}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The TOML did not parse or had unknown fields.
+    #[error("{path:?}: {source}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What was wrong.
+        #[source]
+        source: Box<toml::de::Error>,
+    },
+    /// The selected profile does not exist.
+    #[error("no profile named {0:?} (built in: code, readonly)")]
+    NoProfile(String),
+    /// A profile names a tool that does not exist.
+    #[error("profile {profile:?} names unknown tool {tool:?}")]
+    UnknownTool {
+        /// The profile.
+        profile: String,
+        /// The tool.
+        tool: String,
+    },
+    /// A profile's numbers make no sense.
+    #[error("profile {profile:?}: {what}")]
+    BadProfile {
+        /// The profile.
+        profile: String,
+        /// What is wrong.
+        what: &'static str,
+    },
+    /// The jail policy of a profile is invalid.
+    #[error("profile {profile:?}: invalid sandbox policy")]
+    Policy {
+        /// The profile.
+        profile: String,
+        /// Why.
+        #[source]
+        source: warden_jail::PolicyError,
+    },
+}
+
+/// One profile as written in the file (every field optional).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileFile {
+    /// Tools offered (default: the `code` set).
+    pub tools: Option<Vec<String>>,
+    /// If set, `run_command` may start only these programs (by name), and `command` (a shell
+    /// line) only if `sh` is among them.
+    pub allowed_programs: Option<Vec<String>>,
+    /// Default per-call timeout, seconds.
+    pub default_timeout_s: Option<f64>,
+    /// Largest timeout a call may ask for, seconds.
+    pub max_timeout_s: Option<f64>,
+    /// Largest file the file tools read or write, bytes.
+    pub max_file_bytes: Option<u64>,
+    /// If set, file tools only touch files with these extensions (without the dot).
+    pub allowed_extensions: Option<Vec<String>>,
+    /// Modules and builtins `run_python` refuses before running (an extra layer, off by default).
+    pub python_denylist: Option<Vec<String>>,
+    /// Sandbox limits for commands and Python.
+    pub limits: Option<Limits>,
+    /// Environment of sandboxed commands (replaces the default).
+    pub env: Option<BTreeMap<String, String>>,
+}
+
+/// HTTP settings.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpFile {
+    /// Bearer token clients must send; required to listen on a non-loopback address.
+    pub bearer_token: Option<String>,
+    /// Browser origins allowed to call the server (scheme://host[:port]); any other Origin
+    /// header gets 403. Requests without an Origin header (non-browser clients) are allowed.
+    pub allowed_origins: Vec<String>,
+}
+
+/// The file, raw.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ConfigFile {
+    /// The profile to serve.
+    pub profile: String,
+    /// Directory under which session workspaces are created (default: a private temporary one).
+    pub workspace_root: Option<PathBuf>,
+    /// All sessions share one workspace instead of one each.
+    pub shared_workspace: bool,
+    /// Calls running at once, across sessions.
+    pub max_concurrent_calls: usize,
+    /// Audit log file (default: `audit.jsonl` in the state directory).
+    pub audit_log: Option<PathBuf>,
+    /// Rotate the audit log past this size.
+    pub audit_max_bytes: u64,
+    /// Rotated audit files kept.
+    pub audit_keep: u32,
+    /// Folder of named JSON Schemas for `validate_json`.
+    pub schemas_dir: Option<PathBuf>,
+    /// HTTP settings.
+    pub http: HttpFile,
+    /// Named profiles (override or extend the built-in ones).
+    pub profiles: BTreeMap<String, ProfileFile>,
+}
+
+impl Default for ConfigFile {
+    fn default() -> Self {
+        ConfigFile {
+            profile: "code".into(),
+            workspace_root: None,
+            shared_workspace: false,
+            max_concurrent_calls: 4,
+            audit_log: None,
+            audit_max_bytes: 10 << 20,
+            audit_keep: 3,
+            schemas_dir: None,
+            http: HttpFile::default(),
+            profiles: BTreeMap::new(),
+        }
+    }
+}
+
+/// The validated profile in force.
+#[derive(Debug, Clone)]
+pub struct Profile {
+    /// Its name.
+    pub name: String,
+    /// Tools offered, in a stable order.
+    pub tools: Vec<&'static str>,
+    /// Programs `run_command` may start, if restricted.
+    pub allowed_programs: Option<Vec<String>>,
+    /// Default per-call timeout, seconds.
+    pub default_timeout_s: f64,
+    /// Largest per-call timeout, seconds.
+    pub max_timeout_s: f64,
+    /// Largest file for the file tools, bytes.
+    pub max_file_bytes: u64,
+    /// Extensions the file tools accept, if restricted.
+    pub allowed_extensions: Option<Vec<String>>,
+    /// `run_python`'s static pre-check list (empty: off).
+    pub python_denylist: Vec<String>,
+    /// Jail policy for commands (workspace filled in per session).
+    pub policy: Policy,
+}
+
+/// The validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The profile in force.
+    pub profile: Profile,
+    /// Where session workspaces go (`None`: a temporary directory of the server's).
+    pub workspace_root: Option<PathBuf>,
+    /// One workspace for all sessions.
+    pub shared_workspace: bool,
+    /// Calls at once.
+    pub max_concurrent_calls: usize,
+    /// Audit log path (`None`: in the state directory).
+    pub audit_log: Option<PathBuf>,
+    /// Audit rotation size.
+    pub audit_max_bytes: u64,
+    /// Rotated files kept.
+    pub audit_keep: u32,
+    /// Named schemas folder.
+    pub schemas_dir: Option<PathBuf>,
+    /// HTTP settings.
+    pub http: HttpFile,
+}
+
+/// Tools of the built-in `code` profile.
+pub const CODE_TOOLS: &[&str] = ALL_TOOLS;
+
+/// Tools of the built-in `readonly` profile.
+pub const READONLY_TOOLS: &[&str] = &[
+    "file_read",
+    "file_list",
+    "file_info",
+    "validate_json",
+    "sandbox_metrics",
+    "env_get",
+];
+
+fn builtin(name: &str) -> Option<ProfileFile> {
+    let tools = match name {
+        "code" => CODE_TOOLS,
+        "readonly" => READONLY_TOOLS,
+        _ => return None,
+    };
+    Some(ProfileFile {
+        tools: Some(tools.iter().map(|t| t.to_string()).collect()),
+        ..ProfileFile::default()
+    })
+}
+
+/// Default limits for tool calls: tighter than `warden run`'s (an agent's call should be quick).
+fn call_limits() -> Limits {
+    Limits {
+        wall_time_ms: 30_000,
+        cpu_time_ms: 30_000,
+        memory_bytes: 512 << 20,
+        pids: 128,
+        output_bytes: 1 << 20,
+        tmp_bytes: 128 << 20,
+        ..Limits::default()
+    }
+}
+
+impl ConfigFile {
+    /// Read a configuration file.
+    pub fn from_file(path: &Path) -> Result<ConfigFile, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        toml::from_str(&text).map_err(|e| ConfigError::Parse {
+            path: path.to_owned(),
+            source: Box::new(e),
+        })
+    }
+
+    /// Validate into a [`Config`], selecting `profile` (or the file's choice).
+    pub fn validate(self, profile: Option<&str>) -> Result<Config, ConfigError> {
+        let name = profile.unwrap_or(&self.profile).to_owned();
+        let file = match (self.profiles.get(&name), builtin(&name)) {
+            (Some(custom), Some(base)) => merge(base, custom.clone()),
+            (Some(custom), None) => custom.clone(),
+            (None, Some(base)) => base,
+            (None, None) => return Err(ConfigError::NoProfile(name)),
+        };
+        let profile = validate_profile(&name, file)?;
+        Ok(Config {
+            profile,
+            workspace_root: self.workspace_root,
+            shared_workspace: self.shared_workspace,
+            max_concurrent_calls: self.max_concurrent_calls.max(1),
+            audit_log: self.audit_log,
+            audit_max_bytes: self.audit_max_bytes.max(4096),
+            audit_keep: self.audit_keep,
+            schemas_dir: self.schemas_dir,
+            http: self.http,
+        })
+    }
+}
+
+fn merge(base: ProfileFile, custom: ProfileFile) -> ProfileFile {
+    ProfileFile {
+        tools: custom.tools.or(base.tools),
+        allowed_programs: custom.allowed_programs.or(base.allowed_programs),
+        default_timeout_s: custom.default_timeout_s.or(base.default_timeout_s),
+        max_timeout_s: custom.max_timeout_s.or(base.max_timeout_s),
+        max_file_bytes: custom.max_file_bytes.or(base.max_file_bytes),
+        allowed_extensions: custom.allowed_extensions.or(base.allowed_extensions),
+        python_denylist: custom.python_denylist.or(base.python_denylist),
+        limits: custom.limits.or(base.limits),
+        env: custom.env.or(base.env),
+    }
+}
+
+fn validate_profile(name: &str, f: ProfileFile) -> Result<Profile, ConfigError> {
+    let bad = |what| ConfigError::BadProfile {
+        profile: name.to_owned(),
+        what,
+    };
+    let requested = f
+        .tools
+        .unwrap_or_else(|| CODE_TOOLS.iter().map(|t| t.to_string()).collect());
+    let mut tools = Vec::new();
+    for t in &requested {
+        let Some(known) = ALL_TOOLS.iter().find(|k| **k == t.as_str()) else {
+            return Err(ConfigError::UnknownTool {
+                profile: name.to_owned(),
+                tool: t.clone(),
+            });
+        };
+        if !tools.contains(known) {
+            tools.push(*known);
+        }
+    }
+    let default_timeout_s = f.default_timeout_s.unwrap_or(30.0);
+    let max_timeout_s = f.max_timeout_s.unwrap_or(120.0);
+    if !(default_timeout_s > 0.0 && max_timeout_s >= default_timeout_s && max_timeout_s <= 86_400.0)
+    {
+        return Err(bad(
+            "timeouts must satisfy 0 < default_timeout_s <= max_timeout_s <= 86400",
+        ));
+    }
+    let max_file_bytes = f.max_file_bytes.unwrap_or(10 << 20);
+    if max_file_bytes == 0 {
+        return Err(bad("max_file_bytes must be greater than zero"));
+    }
+    let mut policy = Policy {
+        limits: f.limits.unwrap_or_else(call_limits),
+        ..Policy::default()
+    };
+    if let Some(env) = f.env {
+        policy.env = env;
+    }
+    policy.validate().map_err(|source| ConfigError::Policy {
+        profile: name.to_owned(),
+        source,
+    })?;
+    Ok(Profile {
+        name: name.to_owned(),
+        tools,
+        allowed_programs: f.allowed_programs,
+        default_timeout_s,
+        max_timeout_s,
+        max_file_bytes,
+        allowed_extensions: f.allowed_extensions.map(|v| {
+            v.into_iter()
+                .map(|e| e.trim_start_matches('.').to_owned())
+                .collect()
+        }),
+        python_denylist: f.python_denylist.unwrap_or_default(),
+        policy,
+    })
+}
+
+#[cfg(test)]
+#[path = "config_tests.rs"]
+mod tests;

@@ -1,0 +1,92 @@
+//! Streamable HTTP at `/mcp` (rmcp's service behind axum), with the checks rmcp leaves to us:
+//! - a non-loopback bind is refused unless a bearer token is configured, and with a token every
+//!   request must carry `Authorization: Bearer <token>` (compared in constant time);
+//! - `Origin` is always validated: only the configured origins pass, so a web page cannot drive
+//!   the server through the user's browser (DNS rebinding); requests without `Origin`
+//!   (non-browser clients) pass. rmcp also checks `Host` against loopback names.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::extract::Request;
+use axum::http::StatusCode;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+
+use crate::ServeError;
+use crate::config::Config;
+use crate::server::WardenServer;
+use crate::state::Shared;
+
+/// How to listen.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// The address.
+    pub addr: SocketAddr,
+    /// The `warden` executable for the jail (default: the current one).
+    pub helper: Option<PathBuf>,
+}
+
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+async fn require_token(token: Arc<String>, req: Request, next: Next) -> Response {
+    let ok = req
+        .headers()
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .is_some_and(|t| same_bytes(t.as_bytes(), token.as_bytes()));
+    if ok {
+        next.run(req).await
+    } else {
+        (StatusCode::UNAUTHORIZED, "missing or wrong bearer token").into_response()
+    }
+}
+
+pub(crate) async fn serve(config: Config, opts: HttpOptions) -> Result<(), ServeError> {
+    let addr = opts.addr;
+    let token = config.http.bearer_token.clone().filter(|t| !t.is_empty());
+    if !addr.ip().is_loopback() && token.is_none() {
+        return Err(ServeError::PublicWithoutToken(addr));
+    }
+    let mut hosts = vec![
+        "localhost".to_owned(),
+        "127.0.0.1".to_owned(),
+        "::1".to_owned(),
+    ];
+    if !addr.ip().is_loopback() {
+        hosts.push(addr.ip().to_string());
+    }
+    let http_config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(hosts)
+        .with_allowed_origins(config.http.allowed_origins.clone())
+        .enforce_origin_validation();
+    let shared = Shared::new(config, opts.helper)?;
+    let service = StreamableHttpService::new(
+        move || Ok(WardenServer::new(shared.clone())),
+        Arc::new(LocalSessionManager::default()),
+        http_config,
+    );
+    let mut app = axum::Router::new().nest_service("/mcp", service);
+    if let Some(t) = token {
+        let t = Arc::new(t);
+        app = app.layer(axum::middleware::from_fn(move |req, next| {
+            require_token(t.clone(), req, next)
+        }));
+    }
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServeError::Http { addr, source })?;
+    tracing::info!(%addr, "serving MCP over HTTP at /mcp");
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await
+        .map_err(|source| ServeError::Http { addr, source })
+}

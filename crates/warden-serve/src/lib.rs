@@ -1,0 +1,77 @@
+//! `warden serve`: an MCP server whose tools run inside Warden's sandbox.
+//!
+//! Two transports: stdio (one session) and Streamable HTTP at `/mcp` (one session per MCP
+//! session, bound to loopback unless a bearer token is configured, foreign `Origin`s refused).
+//! Every call is validated against its tool's input schema, limited in time and size, run in
+//! the jail where it executes anything, and written to the audit log.
+
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod audit;
+pub mod config;
+mod http;
+pub mod metrics;
+pub mod server;
+pub mod state;
+pub mod tools;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use rmcp::ServiceExt;
+use thiserror::Error;
+
+pub use config::{Config, ConfigError, ConfigFile};
+pub use http::HttpOptions;
+pub use server::WardenServer;
+pub use state::{Shared, StartError};
+
+/// Largest JSON-RPC message accepted on stdio (rmcp's reader is bounded by this).
+pub const MAX_MESSAGE_BYTES: usize = 8 << 20;
+
+/// Errors running the server.
+#[derive(Debug, Error)]
+pub enum ServeError {
+    /// Setting up failed.
+    #[error(transparent)]
+    Start(#[from] StartError),
+    /// The MCP session could not start (the client never initialised, for instance).
+    #[error("MCP session: {0}")]
+    Session(String),
+    /// The HTTP listener failed.
+    #[error("HTTP on {addr}: {source}")]
+    Http {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Refused to listen: a non-loopback address needs a bearer token.
+    #[error(
+        "refusing to listen on non-loopback {0} without a bearer token (set [http] bearer_token)"
+    )]
+    PublicWithoutToken(SocketAddr),
+}
+
+/// Serve one session over stdin/stdout until the client closes it.
+pub async fn serve_stdio(config: Config, helper: Option<PathBuf>) -> Result<(), ServeError> {
+    let shared = Shared::new(config, helper)?;
+    let transport = rmcp::transport::async_rw::AsyncRwTransport::new_server(
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+    )
+    .with_max_line_length(MAX_MESSAGE_BYTES);
+    let running = WardenServer::new(shared)
+        .serve(transport)
+        .await
+        .map_err(|e| ServeError::Session(e.to_string()))?;
+    let _ = running.waiting().await;
+    Ok(())
+}
+
+/// Serve Streamable HTTP on `addr` until interrupted.
+pub async fn serve_http(config: Config, opts: HttpOptions) -> Result<(), ServeError> {
+    http::serve(config, opts).await
+}

@@ -1,0 +1,403 @@
+//! The MCP handler: lists the profile's tools, validates every call against its input schema
+//! (rmcp only deserialises), runs it under the concurrency limit with progress notifications
+//! and cancellation, and writes it to the audit log. Also the resources (`warden://status`,
+//! `warden://audit`, `warden://schemas`, `warden://policy`) and prompts.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rmcp::ErrorData as McpError;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, CustomRequest, CustomResult,
+    GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation, ListPromptsResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    Prompt, PromptArgument, PromptMessage, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, Resource, ResourceContents, Role, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
+};
+use rmcp::service::RequestContext;
+use rmcp::{RoleServer, ServerHandler};
+use serde_json::{Value, json};
+
+use crate::audit::elide;
+use crate::state::{CallContext, Session, Shared};
+use crate::tools::{self, ArgError, Spec, ToolError};
+
+/// One session's handler.
+#[derive(Debug, Clone)]
+pub struct WardenServer {
+    session: Arc<Session>,
+}
+
+impl WardenServer {
+    /// A handler with a new session over `shared`.
+    pub fn new(shared: Arc<Shared>) -> WardenServer {
+        WardenServer {
+            session: Arc::new(Session::new(shared)),
+        }
+    }
+
+    fn shared(&self) -> &Shared {
+        &self.session.shared
+    }
+}
+
+fn tool_of(s: &Spec) -> Tool {
+    let as_object = |v: &Value| Arc::new(v.as_object().cloned().unwrap_or_default());
+    Tool::new(s.name, s.description.clone(), as_object(&s.input))
+        .with_title(s.title)
+        .with_raw_output_schema(as_object(&s.output))
+        .with_annotations(
+            ToolAnnotations::with_title(s.title)
+                .read_only(s.read_only)
+                .destructive(s.destructive)
+                .idempotent(s.idempotent)
+                .open_world(s.open_world),
+        )
+}
+
+/// Validate `args` against the tool's compiled schema.
+fn check_args(shared: &Shared, tool: &str, args: &Value) -> Result<(), ToolError> {
+    let Some(v) = shared.validators.get(tool) else {
+        return Err(ToolError::Internal(format!("no validator for {tool}")));
+    };
+    let errors: Vec<ArgError> = v
+        .iter_errors(args)
+        .take(50)
+        .map(|e| ArgError {
+            instance_path: e.instance_path().to_string(),
+            schema_path: e.schema_path().to_string(),
+            message: e.to_string(),
+        })
+        .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(ToolError::InvalidArguments(errors))
+    }
+}
+
+/// Send progress every second while a call runs, if the client asked for it.
+fn progress_ticker(
+    ctx: &RequestContext<RoleServer>,
+    started: Instant,
+) -> Option<tokio::task::JoinHandle<()>> {
+    let token = ctx.meta.get_progress_token()?;
+    let peer = ctx.peer.clone();
+    Some(tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            let secs = started.elapsed().as_secs_f64();
+            let p = ProgressNotificationParam::new(token.clone(), secs)
+                .with_message(format!("running for {secs:.0} s"));
+            if peer.notify_progress(p).await.is_err() {
+                return;
+            }
+        }
+    }))
+}
+
+const STATUS_URI: &str = "warden://status";
+const AUDIT_URI: &str = "warden://audit";
+const SCHEMAS_URI: &str = "warden://schemas";
+const POLICY_URI: &str = "warden://policy";
+
+impl WardenServer {
+    async fn run_call(
+        &self,
+        name: &str,
+        args: Value,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<Value, ToolError> {
+        let shared = self.shared();
+        check_args(shared, name, &args)?;
+        let _permit = tokio::select! {
+            p = shared.permits.acquire() => p.map_err(|e| ToolError::Internal(e.to_string()))?,
+            () = ctx.ct.cancelled() => return Err(ToolError::Cancelled),
+        };
+        let cx = CallContext {
+            session: self.session.clone(),
+            cancel: ctx.ct.clone(),
+            call_id: shared.call_id(),
+        };
+        tools::call(name, args, &cx).await
+    }
+
+    fn status(&self) -> Value {
+        let shared = self.shared();
+        let (tools, limits) = shared.metrics.snapshot();
+        json!({
+            "server": { "name": "warden", "version": env!("CARGO_PKG_VERSION") },
+            "profile": shared.config.profile.name,
+            "tools": shared.specs.iter().map(|s| s.name).collect::<Vec<_>>(),
+            "limits": shared.config.profile.policy.limits,
+            "timeouts_s": { "default": shared.config.profile.default_timeout_s,
+                             "max": shared.config.profile.max_timeout_s },
+            "max_concurrent_calls": shared.config.max_concurrent_calls,
+            "workspace": { "shared": shared.config.shared_workspace,
+                           "path_inside_sandbox": warden_jail::policy::WORKSPACE_MOUNT },
+            "uptime_s": shared.started.elapsed().as_secs(),
+            "calls": tools,
+            "limits_hit": limits,
+            "audit_log": shared.audit.path(),
+        })
+    }
+
+    fn policy(&self) -> Value {
+        let p = &self.shared().config.profile;
+        json!({
+            "profile": p.name,
+            "tools": p.tools,
+            "allowed_programs": p.allowed_programs,
+            "allowed_extensions": p.allowed_extensions,
+            "max_file_bytes": p.max_file_bytes,
+            "python_denylist": p.python_denylist,
+            "sandbox": {
+                "network": p.policy.network,
+                "landlock": p.policy.landlock,
+                "uid": p.policy.uid,
+                "limits": p.policy.limits,
+                "env": p.policy.env.keys().collect::<Vec<_>>(),
+                "hostname": p.policy.hostname,
+            },
+        })
+    }
+}
+
+impl ServerHandler for WardenServer {
+    fn get_info(&self) -> ServerConfig {
+        let caps = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_resources()
+            .enable_prompts()
+            .build();
+        ServerConfig::new(caps)
+            .with_server_info(
+                Implementation::new("warden", env!("CARGO_PKG_VERSION"))
+                    .with_title("Warden sandbox"),
+            )
+            .with_instructions(
+                "Tools run inside an isolated Linux sandbox: no network, a persistent \
+                 /workspace for this session, limits on time, memory, processes and output. \
+                 Read warden://policy for the exact rules.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(
+            self.shared().specs.iter().map(tool_of).collect(),
+        ))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let name = request.name.to_string();
+        if !self.shared().specs.iter().any(|s| s.name == name) {
+            return Err(McpError::invalid_params(
+                format!("unknown tool {name:?}"),
+                None,
+            ));
+        }
+        let args = Value::Object(request.arguments.unwrap_or_default());
+        let logged_args = elide(&args);
+        let started = Instant::now();
+        let ticker = progress_ticker(&context, started);
+        let result = self.run_call(&name, args, &context).await;
+        if let Some(t) = ticker {
+            t.abort();
+        }
+        let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let limit_hit = result
+            .as_ref()
+            .ok()
+            .and_then(|v| v.get("limit_hit"))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let shared = self.shared();
+        shared
+            .metrics
+            .record(&name, result.is_ok(), duration_ms, limit_hit.as_deref());
+        shared.audit.record(json!({
+            "ts_ms": std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis())
+                .unwrap_or(0),
+            "session": self.session.id,
+            "tool": name,
+            "arguments": logged_args,
+            "outcome": match &result {
+                Ok(v) => json!({ "ok": true, "exit_code": v.get("exit_code") }),
+                Err(e) => json!({ "ok": false, "error": e.kind(), "message": e.to_string() }),
+            },
+            "duration_ms": duration_ms,
+            "limit_hit": limit_hit,
+        }));
+        Ok(match result {
+            Ok(v) => CallToolResult::structured(v),
+            Err(e) => CallToolResult::structured_error(e.to_json()),
+        }
+        .into())
+    }
+
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, McpError> {
+        // Known methods whose params did not even deserialise land here: say so properly.
+        let known = ["tools/call", "tools/list", "resources/read", "prompts/get"];
+        if known.contains(&request.method.as_str()) {
+            return Err(McpError::invalid_params(
+                format!("malformed params for {}", request.method),
+                None,
+            ));
+        }
+        Err(McpError::new(
+            rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+            request.method,
+            None,
+        ))
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let r = |uri: &str, name: &str, desc: &str| {
+            Resource::new(uri, name)
+                .with_description(desc)
+                .with_mime_type("application/json")
+        };
+        Ok(ListResourcesResult::with_all_items(vec![
+            r(
+                STATUS_URI,
+                "status",
+                "Profile, limits, workspace, call counts.",
+            ),
+            r(AUDIT_URI, "audit", "The last 100 tool calls."),
+            r(
+                SCHEMAS_URI,
+                "schemas",
+                "Named JSON Schemas for validate_json.",
+            ),
+            r(
+                POLICY_URI,
+                "policy",
+                "The sandbox policy and allowlists in force.",
+            ),
+        ]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let body = match request.uri.as_str() {
+            STATUS_URI => self.status(),
+            AUDIT_URI => Value::Array(self.shared().audit.recent()),
+            SCHEMAS_URI => json!(tools::schema_names(
+                self.shared().config.schemas_dir.as_deref()
+            )),
+            POLICY_URI => self.policy(),
+            other => {
+                return Err(McpError::resource_not_found(
+                    format!("no resource {other:?}"),
+                    None,
+                ));
+            }
+        };
+        let text = serde_json::to_string_pretty(&body).unwrap_or_default();
+        Ok(ReadResourceResult::new(vec![
+            ResourceContents::text(text, request.uri).with_mime_type("application/json"),
+        ])
+        .into())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        Ok(ListPromptsResult::with_all_items(vec![
+            Prompt::new(
+                "write_sandboxed_script",
+                Some("How to write a script that works within this server's sandbox."),
+                Some(vec![PromptArgument::new("task").with_required(true)]),
+            ),
+            Prompt::new(
+                "diagnose_validation_error",
+                Some("Explain a validate_json result and how to fix the data."),
+                Some(vec![
+                    PromptArgument::new("errors").with_required(true),
+                    PromptArgument::new("data"),
+                ]),
+            ),
+        ]))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        let arg = |k: &str| {
+            request
+                .arguments
+                .as_ref()
+                .and_then(|a| a.get(k))
+                .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
+        };
+        let p = &self.shared().config.profile;
+        let text = match request.name.as_str() {
+            "write_sandboxed_script" => {
+                let task = arg("task")
+                    .ok_or_else(|| McpError::invalid_params("missing argument `task`", None))?;
+                format!(
+                    "Write a script for this task: {task}\n\nIt will run in Warden's sandbox: \
+                     Linux, unprivileged user, no network at all, working directory /workspace \
+                     (persistent for the session; read and write files there or in /tmp), \
+                     everything else read-only. Limits: {} s wall time by default (at most {} s), \
+                     {} MiB memory, {} processes, {} KiB of output per stream. Only the system's \
+                     Python and command-line tools are available; nothing can be installed from \
+                     the network. Print results to stdout; in run_python the value of the last \
+                     expression is returned as `result`.",
+                    p.default_timeout_s,
+                    p.max_timeout_s,
+                    p.policy.limits.memory_bytes >> 20,
+                    p.policy.limits.pids,
+                    p.policy.limits.output_bytes >> 10
+                )
+            }
+            "diagnose_validation_error" => {
+                let errors = arg("errors")
+                    .ok_or_else(|| McpError::invalid_params("missing argument `errors`", None))?;
+                let data = arg("data")
+                    .map(|d| format!("\n\nThe data:\n{d}"))
+                    .unwrap_or_default();
+                format!(
+                    "validate_json reported these errors:\n{errors}{data}\n\nFor each error, \
+                     explain in plain words what the instance path points at, which schema rule \
+                     (schema path) it breaks, and the smallest change to the data that fixes it."
+                )
+            }
+            other => {
+                return Err(McpError::invalid_params(
+                    format!("no prompt {other:?}"),
+                    None,
+                ));
+            }
+        };
+        Ok(GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)]).into())
+    }
+}

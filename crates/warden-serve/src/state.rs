@@ -1,0 +1,232 @@
+//! Server state: what all sessions share ([`Shared`]: configuration, the jail, the audit log,
+//! metrics, the concurrency limit) and what each session owns ([`Session`]: its workspace).
+//!
+//! A session's workspace is created on first use and removed when the session ends (unless the
+//! configuration shares one workspace between sessions); the server's private state directory
+//! (workspaces, scratch files for `run_python`) goes when the server does.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use warden_jail::{Jail, Policy};
+
+use crate::audit::Audit;
+use crate::config::Config;
+use crate::metrics::Metrics;
+use crate::tools::{self, Spec, ToolError};
+
+/// Errors starting the server.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The state directory or audit log could not be created.
+    #[error("creating {path:?}")]
+    Io {
+        /// What.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The jail helper (our own executable) could not be found.
+    #[error("locating the jail helper")]
+    Jail(#[source] warden_jail::JailError),
+    /// A tool's schema does not compile (a bug).
+    #[error("tool {tool} has an invalid schema: {message}")]
+    Schema {
+        /// The tool.
+        tool: &'static str,
+        /// Why.
+        message: String,
+    },
+}
+
+/// State shared by every session.
+#[derive(Debug)]
+pub struct Shared {
+    /// The validated configuration.
+    pub config: Config,
+    /// Starts sandboxed commands.
+    pub jail: Jail,
+    /// The audit log.
+    pub audit: Audit,
+    /// Per-tool metrics.
+    pub metrics: Metrics,
+    /// Calls running at once.
+    pub permits: Semaphore,
+    /// When the server started.
+    pub started: Instant,
+    /// The profile's tools, in listing order.
+    pub specs: Vec<Spec>,
+    /// Compiled input schemas by tool.
+    pub validators: HashMap<&'static str, jsonschema::Validator>,
+    /// The server's private directory.
+    state_dir: tempfile::TempDir,
+    /// The workspace all sessions use when shared.
+    shared_workspace: OnceLock<PathBuf>,
+    next_session: AtomicU64,
+    next_call: AtomicU64,
+}
+
+impl Shared {
+    /// Set up from a validated configuration. `helper` is the `warden` executable.
+    pub fn new(config: Config, helper: Option<PathBuf>) -> Result<Arc<Shared>, StartError> {
+        let io = |path: &Path| {
+            let path = path.to_owned();
+            move |source| StartError::Io { path, source }
+        };
+        let state_dir = tempfile::Builder::new()
+            .prefix("warden-serve-")
+            .tempdir()
+            .map_err(io(&std::env::temp_dir()))?;
+        let audit_path = config
+            .audit_log
+            .clone()
+            .unwrap_or_else(|| state_dir.path().join("audit.jsonl"));
+        let audit = Audit::open(&audit_path, config.audit_max_bytes, config.audit_keep)
+            .map_err(io(&audit_path))?;
+        let jail = match helper {
+            Some(h) => Jail::with_helper(h),
+            None => Jail::current_exe().map_err(StartError::Jail)?,
+        };
+        let specs: Vec<Spec> = config
+            .profile
+            .tools
+            .iter()
+            .filter_map(|t| tools::spec(t, &config.profile))
+            .collect();
+        let mut validators = HashMap::new();
+        for s in &specs {
+            let v = jsonschema::validator_for(&s.input).map_err(|e| StartError::Schema {
+                tool: s.name,
+                message: e.to_string(),
+            })?;
+            validators.insert(s.name, v);
+        }
+        Ok(Arc::new(Shared {
+            permits: Semaphore::new(config.max_concurrent_calls),
+            config,
+            jail,
+            audit,
+            metrics: Metrics::default(),
+            started: Instant::now(),
+            specs,
+            validators,
+            state_dir,
+            shared_workspace: OnceLock::new(),
+            next_session: AtomicU64::new(1),
+            next_call: AtomicU64::new(1),
+        }))
+    }
+
+    /// The server's private directory.
+    pub fn state_dir(&self) -> &Path {
+        self.state_dir.path()
+    }
+
+    fn workspace_root(&self) -> PathBuf {
+        self.config
+            .workspace_root
+            .clone()
+            .unwrap_or_else(|| self.state_dir.path().join("workspaces"))
+    }
+
+    /// A new call id (for audit and scratch files).
+    pub fn call_id(&self) -> u64 {
+        self.next_call.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+/// One client session.
+#[derive(Debug)]
+pub struct Session {
+    /// Its id (in the audit log).
+    pub id: String,
+    /// The shared state.
+    pub shared: Arc<Shared>,
+    workspace: OnceLock<Result<PathBuf, String>>,
+}
+
+impl Session {
+    /// A new session.
+    pub fn new(shared: Arc<Shared>) -> Session {
+        let n = shared.next_session.fetch_add(1, Ordering::Relaxed);
+        Session {
+            id: format!("s{n}"),
+            shared,
+            workspace: OnceLock::new(),
+        }
+    }
+
+    /// The session's workspace, created on first use.
+    pub fn workspace(&self) -> Result<PathBuf, ToolError> {
+        let shared = &self.shared;
+        self.workspace
+            .get_or_init(|| {
+                let path = if shared.config.shared_workspace {
+                    shared
+                        .shared_workspace
+                        .get_or_init(|| shared.workspace_root().join("shared"))
+                        .clone()
+                } else {
+                    shared.workspace_root().join(&self.id)
+                };
+                std::fs::create_dir_all(&path)
+                    .map(|()| path)
+                    .map_err(|e| format!("creating the workspace: {e}"))
+            })
+            .clone()
+            .map_err(ToolError::Internal)
+    }
+
+    /// The workspace if it exists already (no creation).
+    pub fn existing_workspace(&self) -> Option<PathBuf> {
+        self.workspace.get().and_then(|w| w.as_ref().ok().cloned())
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        // A session's own workspace goes with it; a shared one stays for the others.
+        if !self.shared.config.shared_workspace
+            && let Some(Ok(path)) = self.workspace.get()
+        {
+            let _ = std::fs::remove_dir_all(path);
+        }
+    }
+}
+
+/// Everything a tool call can use.
+#[derive(Debug)]
+pub struct CallContext {
+    /// The session.
+    pub session: Arc<Session>,
+    /// Cancelled when the client cancels the call or goes away.
+    pub cancel: CancellationToken,
+    /// This call's id.
+    pub call_id: u64,
+}
+
+impl CallContext {
+    /// The shared state.
+    pub fn shared(&self) -> &Shared {
+        &self.session.shared
+    }
+
+    /// The jail policy for a command of this session, with a wall-time limit of `timeout_s`.
+    pub fn policy(&self, timeout_s: f64) -> Result<Policy, ToolError> {
+        let mut p = self.shared().config.profile.policy.clone();
+        p.workspace = Some(self.session.workspace()?);
+        let ms = (timeout_s * 1000.0).clamp(1.0, 86_400_000.0);
+        // Both values are in range: clamped to a day in milliseconds.
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let ms = ms as u64;
+        p.limits.wall_time_ms = ms;
+        p.limits.cpu_time_ms = p.limits.cpu_time_ms.min(ms.max(1000));
+        Ok(p)
+    }
+}

@@ -1,0 +1,202 @@
+//! The tools: their names (part of the interface), input and output schemas, annotations, errors
+//! and dispatch.
+//!
+//! Every input schema is closed (`additionalProperties: false`) and bounded (string lengths,
+//! array sizes, numeric ranges), and every call is validated against it before it runs
+//! (`server.rs`); the tool functions then parse the already-valid arguments into typed structs.
+//! Tool failures are results with `isError` and a structured `{error: {kind, message}}`, never a
+//! crash of the server.
+
+mod exec;
+mod files;
+mod info;
+mod validate;
+
+pub use validate::schema_names;
+
+use serde_json::{Value, json};
+use thiserror::Error;
+
+use crate::config::Profile;
+use crate::state::CallContext;
+
+/// Every tool the server knows, in listing order.
+pub const ALL_TOOLS: &[&str] = &[
+    "run_command",
+    "run_python",
+    "file_read",
+    "file_write",
+    "file_list",
+    "file_info",
+    "file_delete",
+    "file_move",
+    "validate_json",
+    "sandbox_metrics",
+    "env_get",
+];
+
+/// Largest string argument for code and command lines.
+pub const MAX_CODE_BYTES: u64 = 1 << 20;
+/// Largest `stdin` argument.
+pub const MAX_STDIN_BYTES: u64 = 1 << 20;
+/// Longest path argument.
+pub const MAX_PATH_BYTES: u64 = 4096;
+
+/// What a tool needs to describe itself.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    /// The name.
+    pub name: &'static str,
+    /// A short human title.
+    pub title: &'static str,
+    /// What it does, for the model.
+    pub description: String,
+    /// JSON Schema of the arguments.
+    pub input: Value,
+    /// JSON Schema of `structuredContent`.
+    pub output: Value,
+    /// `readOnlyHint`.
+    pub read_only: bool,
+    /// `destructiveHint`.
+    pub destructive: bool,
+    /// `idempotentHint`.
+    pub idempotent: bool,
+    /// `openWorldHint`.
+    pub open_world: bool,
+}
+
+/// One schema violation in a call's arguments.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ArgError {
+    /// JSON pointer into the arguments.
+    pub instance_path: String,
+    /// JSON pointer into the schema.
+    pub schema_path: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Why a tool call failed.
+#[derive(Debug, Error)]
+pub enum ToolError {
+    /// The arguments do not match the tool's schema.
+    #[error("invalid arguments: {}", .0.iter().map(|e| format!("{} {}", if e.instance_path.is_empty() { "(root)" } else { &e.instance_path }, e.message)).collect::<Vec<_>>().join("; "))]
+    InvalidArguments(Vec<ArgError>),
+    /// The profile does not allow this.
+    #[error("not allowed by the server's profile: {0}")]
+    NotAllowed(String),
+    /// A path was refused or not found.
+    #[error("{0}")]
+    Path(#[from] files::PathError),
+    /// Something is larger than its limit.
+    #[error("{what} is larger than the limit of {limit} bytes")]
+    TooLarge {
+        /// What.
+        what: &'static str,
+        /// The limit.
+        limit: u64,
+    },
+    /// The sandbox could not run the command.
+    #[error("sandbox: {0}")]
+    Sandbox(#[from] warden_jail::JailError),
+    /// A named schema or other server-side resource is missing or broken.
+    #[error("{0}")]
+    Unavailable(String),
+    /// The call was cancelled by the client.
+    #[error("cancelled")]
+    Cancelled,
+    /// An internal failure (a bug or an I/O error on the server's side).
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl ToolError {
+    /// A stable machine-readable kind.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ToolError::InvalidArguments(_) => "invalid_arguments",
+            ToolError::NotAllowed(_) => "not_allowed",
+            ToolError::Path(e) => e.kind(),
+            ToolError::TooLarge { .. } => "too_large",
+            ToolError::Sandbox(warden_jail::JailError::NotFound(_)) => "command_not_found",
+            ToolError::Sandbox(_) => "sandbox_error",
+            ToolError::Unavailable(_) => "unavailable",
+            ToolError::Cancelled => "cancelled",
+            ToolError::Internal(_) => "internal",
+        }
+    }
+
+    /// The structured form returned to the client.
+    pub fn to_json(&self) -> Value {
+        let mut err = json!({ "kind": self.kind(), "message": self.to_string() });
+        if let ToolError::InvalidArguments(list) = self {
+            err["details"] = serde_json::to_value(list).unwrap_or_default();
+        }
+        json!({ "error": err })
+    }
+}
+
+/// Parse already-validated arguments into the tool's struct.
+pub(crate) fn parse<T: serde::de::DeserializeOwned>(args: Value) -> Result<T, ToolError> {
+    serde_json::from_value(args).map_err(|e| {
+        ToolError::InvalidArguments(vec![ArgError {
+            instance_path: String::new(),
+            schema_path: String::new(),
+            message: e.to_string(),
+        }])
+    })
+}
+
+/// The spec of `name` under `profile` (schemas carry the profile's bounds).
+pub fn spec(name: &str, profile: &Profile) -> Option<Spec> {
+    match name {
+        "run_command" | "run_python" => exec::spec(name, profile),
+        "file_read" | "file_write" | "file_list" | "file_info" | "file_delete" | "file_move" => {
+            files::spec(name, profile)
+        }
+        "validate_json" => Some(validate::spec()),
+        "sandbox_metrics" | "env_get" => info::spec(name),
+        _ => None,
+    }
+}
+
+/// Run tool `name` with validated `args`.
+pub async fn call(name: &str, args: Value, cx: &CallContext) -> Result<Value, ToolError> {
+    match name {
+        "run_command" => exec::run_command(args, cx).await,
+        "run_python" => exec::run_python(args, cx).await,
+        "file_read" | "file_write" | "file_list" | "file_info" | "file_delete" | "file_move" => {
+            files::call(name, args, cx).await
+        }
+        "validate_json" => validate::validate_json(args, cx).await,
+        "sandbox_metrics" => info::sandbox_metrics(cx).await,
+        "env_get" => info::env_get(args, cx).await,
+        other => Err(ToolError::Internal(format!("no dispatch for {other}"))),
+    }
+}
+
+/// The result shape shared by `run_command` and `run_python`.
+pub(crate) fn run_output_schema(extra: Value) -> Value {
+    let mut props = json!({
+        "stdout": { "type": "string" },
+        "stderr": { "type": "string" },
+        "exit_code": { "type": ["integer", "null"] },
+        "signal": { "type": ["integer", "null"] },
+        "duration_ms": { "type": "integer", "minimum": 0 },
+        "stdout_truncated": { "type": "boolean" },
+        "stderr_truncated": { "type": "boolean" },
+        "limit_hit": {
+            "type": ["string", "null"],
+            "enum": ["memory", "pids", "wall_time", "cpu_time", "output", "file_size", null]
+        }
+    });
+    if let (Some(p), Some(e)) = (props.as_object_mut(), extra.as_object()) {
+        p.extend(e.clone());
+    }
+    json!({
+        "type": "object",
+        "properties": props,
+        "required": ["stdout", "stderr", "exit_code", "signal", "duration_ms",
+                     "stdout_truncated", "stderr_truncated", "limit_hit"]
+    })
+}
