@@ -223,7 +223,7 @@ fn call_limits() -> Limits {
         cpu_time_ms: 30_000,
         memory_bytes: 512 << 20,
         pids: 128,
-        output_bytes: 1 << 20,
+        output_bytes: 256 << 10,
         tmp_bytes: 128 << 20,
         ..Limits::default()
     }

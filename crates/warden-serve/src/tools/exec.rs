@@ -49,7 +49,9 @@ if tree.body and isinstance(tree.body[-1], ast.Expr):
     last = ast.Expression(tree.body.pop().value)
 scope = {"__name__": "__main__", "__file__": "main.py", "__builtins__": __builtins__}
 exec(compile(tree, "main.py", "exec"), scope)
-value = eval(compile(last, "main.py", "eval"), scope) if last is not None else scope.get("_")
+value = eval(compile(last, "main.py", "eval"), scope) if last is not None else None
+if value is None:
+    value = scope.get("_")
 try:
     payload = json.dumps({"result": value})
 except (TypeError, ValueError):

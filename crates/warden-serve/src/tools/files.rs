@@ -127,6 +127,46 @@ fn check_extension(profile: &Profile, path: &str) -> Result<(), PathError> {
     }
 }
 
+/// Create the missing parents of `rel`, one component at a time. An existing component that is a
+/// symlink must resolve to a directory inside the workspace (cap-std refuses anything else, which
+/// is reported as an escape), so nothing is ever created through a link that leads outside.
+fn make_parents(dir: &Dir, rel: &Path, shown: &str) -> Result<(), PathError> {
+    let Some(parent) = rel.parent() else {
+        return Ok(());
+    };
+    let mut prefix = PathBuf::new();
+    for c in parent.components() {
+        prefix.push(c);
+        if c == Component::CurDir {
+            continue;
+        }
+        match dir.symlink_metadata(&prefix) {
+            Ok(m) if m.is_dir() => {}
+            Ok(m) if m.file_type().is_symlink() => {
+                let target = dir.metadata(&prefix).map_err(|e| PathError::io(shown, e))?;
+                if !target.is_dir() {
+                    return Err(PathError::Io {
+                        path: shown.to_owned(),
+                        source: std::io::Error::other("a parent is not a directory"),
+                    });
+                }
+            }
+            Ok(_) => {
+                return Err(PathError::Io {
+                    path: shown.to_owned(),
+                    source: std::io::Error::other("a parent is not a directory"),
+                });
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                dir.create_dir(&prefix)
+                    .map_err(|e| PathError::io(shown, e))?;
+            }
+            Err(e) => return Err(PathError::io(shown, e)),
+        }
+    }
+    Ok(())
+}
+
 fn workspace(cx: &CallContext) -> Result<Dir, ToolError> {
     let path = cx.session.workspace()?;
     Dir::open_ambient_dir(&path, ambient_authority())
@@ -445,10 +485,8 @@ fn write(dir: &Dir, profile: &Profile, a: WriteArgs) -> Result<Value, ToolError>
         });
     }
     let io = |e| PathError::io(&a.path, e);
-    if a.create_parents.unwrap_or(true)
-        && let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty())
-    {
-        dir.create_dir_all(parent).map_err(io)?;
+    if a.create_parents.unwrap_or(true) {
+        make_parents(dir, &rel, &a.path)?;
     }
     match a.mode.as_deref().unwrap_or("overwrite") {
         "append" => {
@@ -631,9 +669,7 @@ fn rename(dir: &Dir, profile: &Profile, a: MoveArgs) -> Result<Value, ToolError>
     if !a.overwrite && dir.symlink_metadata(&to).is_ok() {
         return Err(PathError::Exists(a.destination).into());
     }
-    if let Some(parent) = to.parent().filter(|p| !p.as_os_str().is_empty()) {
-        dir.create_dir_all(parent).map_err(io)?;
-    }
+    make_parents(dir, &to, &a.destination)?;
     dir.rename(&from, dir, &to).map_err(io)?;
     Ok(json!({ "source": a.source, "destination": a.destination }))
 }

@@ -3,3 +3,4 @@ mod escape;
 mod jail_api;
 mod limits;
 mod run_cli;
+mod serve;

@@ -1,0 +1,352 @@
+//! `warden serve` through real clients: the official MCP Python SDK over stdio and Streamable
+//! HTTP (every tool, failure cases, escapes, progress, cancellation), raw HTTP for the
+//! transport's own defences, and a client that disappears mid-call.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use super::common::*;
+
+fn e2e_script() -> String {
+    fixtures().join("mcp/e2e_client.py").display().to_string()
+}
+
+/// Run the SDK client; it must report at least `min` passed checks and no failure.
+fn assert_sdk_run(args: &[&str], min: usize) {
+    let out = Command::new("python3")
+        .arg(e2e_script())
+        .args(args)
+        .output()
+        .expect("python3 runs (and `pip install mcp` was done: see .ci/run)");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last = stdout.lines().last().unwrap_or("");
+    let passed: usize = last
+        .split(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(
+        out.status.success() && last.ends_with(" 0 failed") && passed >= min,
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn http_server(extra: &[&str]) -> (Server, u16) {
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let child = Command::new(warden_bin())
+        .args(["serve", "--http", &addr])
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(
+        eventually(10, || TcpStream::connect(&addr).is_ok()),
+        "server did not listen"
+    );
+    (Server(child), port)
+}
+
+/// One raw HTTP/1.1 POST of an initialize request; returns the status code.
+fn raw_post(port: u16, headers: &[&str]) -> u16 {
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut req = format!(
+        "POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    if !headers
+        .iter()
+        .any(|h| h.to_ascii_lowercase().starts_with("host:"))
+    {
+        req.push_str(&format!("Host: 127.0.0.1:{port}\r\n"));
+    }
+    for h in headers {
+        req.push_str(h);
+        req.push_str("\r\n");
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    s.write_all(req.as_bytes()).unwrap();
+    let mut status = String::new();
+    BufReader::new(&mut s).read_line(&mut status).unwrap();
+    status
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn python_sdk_over_stdio() {
+    assert_sdk_run(&["--warden", warden_bin()], 70);
+}
+
+#[test]
+fn python_sdk_over_streamable_http() {
+    let (_server, port) = http_server(&[]);
+    assert_sdk_run(&["--url", &format!("http://127.0.0.1:{port}/mcp")], 70);
+}
+
+#[test]
+fn http_refuses_foreign_origins_and_hosts() {
+    let (_server, port) = http_server(&[]);
+    assert_eq!(raw_post(port, &["Origin: http://evil.test"]), 403);
+    assert_eq!(raw_post(port, &["Host: evil.test"]), 403);
+    assert_eq!(
+        raw_post(port, &[]),
+        200,
+        "a non-browser client (no Origin) is served"
+    );
+}
+
+#[test]
+fn http_allows_configured_origins_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(
+        &cfg,
+        "[http]\nallowed_origins = ['http://localhost:3000']\n",
+    )
+    .unwrap();
+    let (_server, port) = http_server(&["--config", cfg.to_str().unwrap()]);
+    assert_eq!(raw_post(port, &["Origin: http://localhost:3000"]), 200);
+    assert_eq!(raw_post(port, &["Origin: http://localhost:3001"]), 403);
+}
+
+#[test]
+fn http_requires_the_bearer_token_when_configured() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(&cfg, "[http]\nbearer_token = 's3cret-token'\n").unwrap();
+    let (_server, port) = http_server(&["--config", cfg.to_str().unwrap()]);
+    assert_eq!(raw_post(port, &[]), 401);
+    assert_eq!(raw_post(port, &["Authorization: Bearer wrong-token!"]), 401);
+    assert_eq!(raw_post(port, &["Authorization: Bearer s3cret-token"]), 200);
+}
+
+#[test]
+fn http_refuses_a_public_bind_without_a_token() {
+    let r = warden(&["serve", "--http", "0.0.0.0:0"]);
+    assert_eq!(r.status, 1, "{r:?}");
+    assert!(r.stderr.contains("without a bearer token"), "{r:?}");
+}
+
+/// Speak raw JSON-RPC over stdio.
+fn stdio_session(
+    extra: &[&str],
+) -> (
+    Child,
+    std::process::ChildStdin,
+    BufReader<std::process::ChildStdout>,
+) {
+    let mut child = Command::new(warden_bin())
+        .arg("serve")
+        .args(extra)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{}},"clientInfo":{{"name":"t","version":"1"}}}}}}"#).unwrap();
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert!(line.contains("\"warden\""), "{line}");
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+    )
+    .unwrap();
+    (child, stdin, stdout)
+}
+
+fn request(
+    stdin: &mut impl Write,
+    stdout: &mut impl BufRead,
+    id: u32,
+    method: &str,
+    params: &str,
+) -> serde_json::Value {
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{params}}}"#
+    )
+    .unwrap();
+    loop {
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        if v["id"] == id {
+            return v;
+        }
+    }
+}
+
+#[test]
+fn readonly_profile_offers_no_writers() {
+    let (mut child, mut stdin, mut stdout) = stdio_session(&["--profile", "readonly"]);
+    let v = request(&mut stdin, &mut stdout, 2, "tools/list", "{}");
+    let names: Vec<&str> = v["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"file_read") && names.contains(&"validate_json"),
+        "{names:?}"
+    );
+    for w in [
+        "run_command",
+        "run_python",
+        "file_write",
+        "file_delete",
+        "file_move",
+    ] {
+        assert!(!names.contains(&w), "{w} offered by readonly: {names:?}");
+    }
+    // And calling one anyway is refused as an unknown tool, not run.
+    let v = request(
+        &mut stdin,
+        &mut stdout,
+        3,
+        "tools/call",
+        r#"{"name":"run_command","arguments":{"command":"true"}}"#,
+    );
+    assert_eq!(v["error"]["code"], -32602, "{v}");
+    drop(stdin);
+    child.wait().unwrap();
+}
+
+#[test]
+fn malformed_calls_get_invalid_params_not_a_crash() {
+    let (mut child, mut stdin, mut stdout) = stdio_session(&[]);
+    let v = request(
+        &mut stdin,
+        &mut stdout,
+        2,
+        "tools/call",
+        r#"{"arguments":{}}"#,
+    );
+    assert_eq!(v["error"]["code"], -32602, "{v}");
+    let v = request(
+        &mut stdin,
+        &mut stdout,
+        3,
+        "tools/call",
+        r#"{"name":"run_command","arguments":[1,2]}"#,
+    );
+    assert_eq!(v["error"]["code"], -32602, "{v}");
+    let v = request(&mut stdin, &mut stdout, 4, "ping", "{}");
+    assert!(v["result"].is_object(), "server still answers: {v}");
+    drop(stdin);
+    child.wait().unwrap();
+}
+
+#[test]
+fn a_client_that_disconnects_leaves_no_process() {
+    let n = nonce();
+    let (mut child, mut stdin, _stdout) = stdio_session(&[]);
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"run_command","arguments":{{"command":"sleep 1007.{n}"}}}}}}"#).unwrap();
+    assert!(eventually(10, || !host_processes_with(&format!(
+        "sleep 1007.{n}"
+    ))
+    .is_empty()));
+    drop(stdin); // the client goes away mid-call
+    assert!(
+        eventually(10, || host_processes_with(&format!("1007.{n}")).is_empty()),
+        "left behind: {:?}",
+        host_processes_with(&format!("1007.{n}"))
+    );
+    let _ = child.kill();
+    child.wait().unwrap();
+}
+
+#[test]
+fn a_killed_server_leaves_no_process() {
+    let n = nonce();
+    let (mut child, mut stdin, _stdout) = stdio_session(&[]);
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"run_command","arguments":{{"command":"sleep 1008.{n}"}}}}}}"#).unwrap();
+    assert!(eventually(10, || !host_processes_with(&format!(
+        "sleep 1008.{n}"
+    ))
+    .is_empty()));
+    child.kill().unwrap(); // SIGKILL: the jail's lifeline closes with the server
+    child.wait().unwrap();
+    assert!(
+        eventually(10, || host_processes_with(&format!("1008.{n}")).is_empty()),
+        "left behind: {:?}",
+        host_processes_with(&format!("1008.{n}"))
+    );
+}
+
+#[test]
+fn audit_log_records_every_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.jsonl");
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(&cfg, format!("audit_log = '{}'\n", log.display())).unwrap();
+    let (mut child, mut stdin, mut stdout) = stdio_session(&["--config", cfg.to_str().unwrap()]);
+    let big = "x".repeat(5000);
+    request(
+        &mut stdin,
+        &mut stdout,
+        2,
+        "tools/call",
+        &format!(r#"{{"name":"run_command","arguments":{{"command":"echo {big} >/dev/null"}}}}"#),
+    );
+    request(
+        &mut stdin,
+        &mut stdout,
+        3,
+        "tools/call",
+        r#"{"name":"file_read","arguments":{"path":"../x"}}"#,
+    );
+    drop(stdin);
+    child.wait().unwrap();
+    let mut text = String::new();
+    std::fs::File::open(&log)
+        .unwrap()
+        .read_to_string(&mut text)
+        .unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert_eq!(lines[0]["tool"], "run_command");
+    assert_eq!(lines[0]["outcome"]["ok"], true);
+    assert!(
+        lines[0]["arguments"]["command"]
+            .as_str()
+            .unwrap()
+            .contains("bytes elided")
+    );
+    assert_eq!(lines[1]["outcome"]["error"], "invalid_path");
+    assert!(lines[1]["duration_ms"].is_u64() && lines[1]["session"].is_string());
+}
