@@ -261,21 +261,29 @@ fn start(req: &Request) -> Result<Running, JailError> {
     let handed = hand_over(init_pid, &ids, policy, &sync_w, &mut cgroup, started);
     drop(sync_w);
     let pidfd = handed.and_then(|()| {
-        sys::pidfd_open(init_pid)
-            .map_err(|e| SetupFailure::errno(Stage::Supervisor, "pidfd_open", e))
+        sys::pidfd_open(init_pid).map_err(|e| {
+            HandOver::InitGone(SetupFailure::errno(Stage::Supervisor, "pidfd_open", e))
+        })
     });
     let pidfd = match pidfd {
         Ok(fd) => fd,
-        Err(f) => {
+        Err(failed) => {
             let _ = kill(init_pid, Signal::SIGKILL);
             let _ = nix::sys::wait::waitpid(init_pid, None);
             cgroup.remove();
-            // The init's own report, if it sent one, says more than our side of the socket.
-            let reported = read_status(&status_r).into_iter().find_map(|m| match m {
-                StatusMessage::Failed(f) => Some(f),
-                _ => None,
-            });
-            return Err(JailError::from(reported.unwrap_or(f)));
+            let f = match failed {
+                // Our own failure is the cause; whatever the init said is its consequence.
+                HandOver::Ours(f) => f,
+                // The init went away first: its own report says why.
+                HandOver::InitGone(f) => read_status(&status_r)
+                    .into_iter()
+                    .find_map(|m| match m {
+                        StatusMessage::Failed(f) => Some(f),
+                        _ => None,
+                    })
+                    .unwrap_or(f),
+            };
+            return Err(JailError::from(f));
         }
     };
     Ok(Running {
@@ -336,6 +344,14 @@ fn push_fd<'a>(
     })
 }
 
+/// How the supervisor's half of the set-up failed: by itself (its own failure is the cause), or
+/// because the init is gone (then the init's own report, if any, is the cause).
+#[derive(Debug)]
+enum HandOver {
+    Ours(SetupFailure),
+    InitGone(SetupFailure),
+}
+
 /// The supervisor's half of the set-up, done while the init builds the system part of the view:
 /// id maps, wake-up, the run's cgroup, the policy's own mounts, and the handoff.
 fn hand_over(
@@ -345,20 +361,26 @@ fn hand_over(
     sync: &OwnedFd,
     cgroup: &mut RunCgroup,
     started: Instant,
-) -> Result<(), SetupFailure> {
+) -> Result<(), HandOver> {
     let phase = |name: &str| log_phase(started, name);
     ids.write_maps(init)
-        .map_err(|e| SetupFailure::io(Stage::IdMap, "writing id maps", &e))?;
-    nix::unistd::write(sync, b"1")
-        .map_err(|e| SetupFailure::errno(Stage::Supervisor, "waking the init", e))?;
+        .map_err(|e| HandOver::InitGone(SetupFailure::io(Stage::IdMap, "writing id maps", &e)))?;
+    nix::unistd::write(sync, b"1").map_err(|e| {
+        HandOver::InitGone(SetupFailure::errno(Stage::Supervisor, "waking the init", e))
+    })?;
     phase("maps written, init woken");
     // Policy mounts first: the init needs them to finish its root, and can pivot while we wait
     // for the cgroup attach below (on cgroup v1 the first write to cgroup.procs can wait for an
     // RCU grace period).
-    let host = mounts::prepare_host(policy, ids)?;
+    let host = mounts::prepare_host(policy, ids).map_err(HandOver::Ours)?;
     let (handoff, fds) = host.into_handoff();
-    send_handoff(sync, &handoff, &fds)
-        .map_err(|e| SetupFailure::errno(Stage::Supervisor, "handing mounts to the init", e))?;
+    send_handoff(sync, &handoff, &fds).map_err(|e| {
+        HandOver::InitGone(SetupFailure::errno(
+            Stage::Supervisor,
+            "handing mounts to the init",
+            e,
+        ))
+    })?;
     drop(fds);
     phase("mounts handed over");
     if ids.privileged {
@@ -368,9 +390,13 @@ fn hand_over(
             started.elapsed().as_nanos()
         );
         *cgroup = RunCgroup::create(&name, &policy.limits);
-        cgroup
-            .add(init.as_raw())
-            .map_err(|e| SetupFailure::io(Stage::Supervisor, "joining the cgroup", &e))?;
+        cgroup.add(init.as_raw()).map_err(|e| {
+            HandOver::Ours(SetupFailure::io(
+                Stage::Supervisor,
+                "joining the cgroup",
+                &e,
+            ))
+        })?;
     }
     if ids.privileged && (cgroup.memory().is_none() || cgroup.pids().is_none()) {
         tracing::warn!(
@@ -382,8 +408,13 @@ fn hand_over(
         u8::from(!cgroup.is_empty()),
         u8::from(cgroup.memory().is_some()),
     ];
-    nix::unistd::write(sync, &go)
-        .map_err(|e| SetupFailure::errno(Stage::Supervisor, "releasing the init", e))?;
+    nix::unistd::write(sync, &go).map_err(|e| {
+        HandOver::InitGone(SetupFailure::errno(
+            Stage::Supervisor,
+            "releasing the init",
+            e,
+        ))
+    })?;
     phase("cgroup joined, init released");
     Ok(())
 }

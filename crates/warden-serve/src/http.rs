@@ -68,7 +68,11 @@ pub(crate) async fn serve(config: Config, opts: HttpOptions) -> Result<(), Serve
         .enforce_origin_validation();
     let shared = Shared::new(config, opts.helper)?;
     let service = StreamableHttpService::new(
-        move || Ok(WardenServer::new(shared.clone())),
+        // HTTP sessions end through rmcp, which cancels their calls itself.
+        move || {
+            let closed = tokio_util::sync::CancellationToken::new();
+            Ok(WardenServer::new(shared.clone(), closed))
+        },
         Arc::new(LocalSessionManager::default()),
         http_config,
     );

@@ -30,10 +30,10 @@ pub struct WardenServer {
 }
 
 impl WardenServer {
-    /// A handler with a new session over `shared`.
-    pub fn new(shared: Arc<Shared>) -> WardenServer {
+    /// A handler with a new session over `shared`; `closed` fires when its client is gone.
+    pub fn new(shared: Arc<Shared>, closed: tokio_util::sync::CancellationToken) -> WardenServer {
         WardenServer {
-            session: Arc::new(Session::new(shared)),
+            session: Arc::new(Session::new(shared, closed)),
         }
     }
 
@@ -117,12 +117,27 @@ impl WardenServer {
             p = shared.permits.acquire() => p.map_err(|e| ToolError::Internal(e.to_string()))?,
             () = ctx.ct.cancelled() => return Err(ToolError::Cancelled),
         };
+        // Cancelled by the client's notifications/cancelled, or at once when the client is gone.
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let watch = {
+            let (cancel, request, closed) =
+                (cancel.clone(), ctx.ct.clone(), self.session.closed.clone());
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = request.cancelled() => {}
+                    () = closed.cancelled() => {}
+                }
+                cancel.cancel();
+            })
+        };
         let cx = CallContext {
             session: self.session.clone(),
-            cancel: ctx.ct.clone(),
+            cancel,
             call_id: shared.call_id(),
         };
-        tools::call(name, args, &cx).await
+        let result = tools::call(name, args, &cx).await;
+        watch.abort();
+        result
     }
 
     fn status(&self) -> Value {

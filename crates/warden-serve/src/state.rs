@@ -148,16 +148,19 @@ pub struct Session {
     pub id: String,
     /// The shared state.
     pub shared: Arc<Shared>,
+    /// Cancelled when the client goes away (stdio EOF): every call of the session stops at once.
+    pub closed: CancellationToken,
     workspace: OnceLock<Result<PathBuf, String>>,
 }
 
 impl Session {
-    /// A new session.
-    pub fn new(shared: Arc<Shared>) -> Session {
+    /// A new session; `closed` fires when its client is gone.
+    pub fn new(shared: Arc<Shared>, closed: CancellationToken) -> Session {
         let n = shared.next_session.fetch_add(1, Ordering::Relaxed);
         Session {
             id: format!("s{n}"),
             shared,
+            closed,
             workspace: OnceLock::new(),
         }
     }

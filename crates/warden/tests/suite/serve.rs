@@ -278,8 +278,9 @@ fn a_client_that_disconnects_leaves_no_process() {
     ))
     .is_empty()));
     drop(stdin); // the client goes away mid-call
+    // At once, not after rmcp's 5 s grace period for in-flight calls.
     assert!(
-        eventually(10, || host_processes_with(&format!("1007.{n}")).is_empty()),
+        eventually(3, || host_processes_with(&format!("1007.{n}")).is_empty()),
         "left behind: {:?}",
         host_processes_with(&format!("1007.{n}"))
     );
