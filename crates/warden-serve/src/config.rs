@@ -200,6 +200,7 @@ pub const READONLY_TOOLS: &[&str] = &[
     "file_list",
     "file_info",
     "validate_json",
+    "validate_csv",
     "sandbox_metrics",
     "env_get",
 ];

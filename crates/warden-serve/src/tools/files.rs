@@ -404,6 +404,30 @@ struct MoveArgs {
     overwrite: bool,
 }
 
+/// Read a whole workspace file (confined like the file tools), refusing it beyond `max` bytes.
+pub(super) async fn read_all(cx: &CallContext, path: &str, max: u64) -> Result<Vec<u8>, ToolError> {
+    let dir = workspace(cx)?;
+    let profile = cx.shared().config.profile.clone();
+    let path = path.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let rel = relative(&path)?;
+        check_extension(&profile, &path)?;
+        let io = |e| PathError::io(&path, e);
+        let f = dir.open(&rel).map_err(io)?;
+        let mut buf = Vec::new();
+        f.take(max + 1).read_to_end(&mut buf).map_err(io)?;
+        if buf.len() as u64 > max {
+            return Err(ToolError::TooLarge {
+                what: "the file",
+                limit: max,
+            });
+        }
+        Ok(buf)
+    })
+    .await
+    .map_err(|e| ToolError::Internal(e.to_string()))?
+}
+
 /// Run file tool `name`; file-system work happens on a blocking thread.
 pub(super) async fn call(name: &str, args: Value, cx: &CallContext) -> Result<Value, ToolError> {
     let dir = workspace(cx)?;

@@ -7,6 +7,7 @@
 //! Tool failures are results with `isError` and a structured `{error: {kind, message}}`, never a
 //! crash of the server.
 
+mod csv_check;
 mod exec;
 mod files;
 mod info;
@@ -31,6 +32,7 @@ pub const ALL_TOOLS: &[&str] = &[
     "file_delete",
     "file_move",
     "validate_json",
+    "validate_csv",
     "sandbox_metrics",
     "env_get",
 ];
@@ -155,6 +157,7 @@ pub fn spec(name: &str, profile: &Profile) -> Option<Spec> {
             files::spec(name, profile)
         }
         "validate_json" => Some(validate::spec()),
+        "validate_csv" => Some(csv_check::spec(profile)),
         "sandbox_metrics" | "env_get" => info::spec(name),
         _ => None,
     }
@@ -169,6 +172,7 @@ pub async fn call(name: &str, args: Value, cx: &CallContext) -> Result<Value, To
             files::call(name, args, cx).await
         }
         "validate_json" => validate::validate_json(args, cx).await,
+        "validate_csv" => csv_check::validate_csv(args, cx).await,
         "sandbox_metrics" => info::sandbox_metrics(cx).await,
         "env_get" => info::env_get(args, cx).await,
         other => Err(ToolError::Internal(format!("no dispatch for {other}"))),
