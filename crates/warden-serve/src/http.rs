@@ -1,9 +1,10 @@
 //! Streamable HTTP at `/mcp` (rmcp's service behind axum), with the checks rmcp leaves to us:
 //! - a non-loopback bind is refused unless a bearer token is configured, and with a token every
 //!   request must carry `Authorization: Bearer <token>` (compared in constant time);
-//! - `Origin` is always validated: only the configured origins pass, so a web page cannot drive
-//!   the server through the user's browser (DNS rebinding); requests without `Origin`
-//!   (non-browser clients) pass. rmcp also checks `Host` against loopback names.
+//! - `Origin` is always validated: only the server's own loopback origins and the configured
+//!   ones pass, so a web page elsewhere cannot drive the server through the user's browser (DNS
+//!   rebinding); requests without `Origin` (non-browser clients) pass. rmcp also checks `Host`
+//!   against loopback names.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -62,9 +63,16 @@ pub(crate) async fn serve(config: Config, opts: HttpOptions) -> Result<(), Serve
     if !addr.ip().is_loopback() {
         hosts.push(addr.ip().to_string());
     }
+    // The server's own loopback origins (nothing else is served there), then the operator's.
+    let port = addr.port();
+    let mut origins: Vec<String> = ["127.0.0.1", "localhost", "[::1]"]
+        .iter()
+        .map(|h| format!("http://{h}:{port}"))
+        .collect();
+    origins.extend(config.http.allowed_origins.iter().cloned());
     let http_config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(hosts)
-        .with_allowed_origins(config.http.allowed_origins.clone())
+        .with_allowed_origins(origins)
         .enforce_origin_validation();
     let shared = Shared::new(config, opts.helper)?;
     let service = StreamableHttpService::new(

@@ -183,7 +183,10 @@ impl WardenServer {
 
 impl ServerHandler for WardenServer {
     fn get_info(&self) -> ServerConfig {
+        // Logging is deprecated in the newest protocol revision but part of those clients use.
+        #[allow(deprecated)]
         let caps = ServerCapabilities::builder()
+            .enable_logging()
             .enable_tools()
             .enable_resources()
             .enable_prompts()
@@ -261,6 +264,17 @@ impl ServerHandler for WardenServer {
             Err(e) => CallToolResult::structured_error(e.to_json()),
         }
         .into())
+    }
+
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        // The server sends no log notifications yet; the level is accepted and remembered.
+        tracing::debug!(level = ?request.level, session = %self.session.id, "client log level");
+        Ok(())
     }
 
     async fn on_custom_request(
