@@ -122,6 +122,8 @@ pub struct ConfigFile {
     pub audit_keep: u32,
     /// Folder of named JSON Schemas for `validate_json`.
     pub schemas_dir: Option<PathBuf>,
+    /// Total size of a workspace's snapshot store.
+    pub snapshots_max_bytes: u64,
     /// HTTP settings.
     pub http: HttpFile,
     /// Named profiles (override or extend the built-in ones).
@@ -139,6 +141,7 @@ impl Default for ConfigFile {
             audit_max_bytes: 10 << 20,
             audit_keep: 3,
             schemas_dir: None,
+            snapshots_max_bytes: 1 << 30,
             http: HttpFile::default(),
             profiles: BTreeMap::new(),
         }
@@ -187,6 +190,8 @@ pub struct Config {
     pub audit_keep: u32,
     /// Named schemas folder.
     pub schemas_dir: Option<PathBuf>,
+    /// Snapshot store limit per workspace.
+    pub snapshots_max_bytes: u64,
     /// HTTP settings.
     pub http: HttpFile,
 }
@@ -196,6 +201,8 @@ pub const CODE_TOOLS: &[&str] = ALL_TOOLS;
 
 /// Tools of the built-in `readonly` profile.
 pub const READONLY_TOOLS: &[&str] = &[
+    "snapshot_list",
+    "snapshot_diff",
     "file_read",
     "file_list",
     "file_info",
@@ -262,6 +269,7 @@ impl ConfigFile {
             audit_max_bytes: self.audit_max_bytes.max(4096),
             audit_keep: self.audit_keep,
             schemas_dir: self.schemas_dir,
+            snapshots_max_bytes: self.snapshots_max_bytes,
             http: self.http,
         })
     }

@@ -13,6 +13,7 @@ pub mod config;
 mod http;
 pub mod metrics;
 pub mod server;
+pub mod snapshots;
 pub mod state;
 pub mod tools;
 

@@ -68,6 +68,8 @@ pub struct Shared {
     state_dir: tempfile::TempDir,
     /// The workspace all sessions use when shared.
     shared_workspace: OnceLock<PathBuf>,
+    /// Serialises snapshot operations.
+    pub snapshot_lock: tokio::sync::Mutex<()>,
     next_session: AtomicU64,
     next_call: AtomicU64,
 }
@@ -118,6 +120,7 @@ impl Shared {
             validators,
             state_dir,
             shared_workspace: OnceLock::new(),
+            snapshot_lock: tokio::sync::Mutex::new(()),
             next_session: AtomicU64::new(1),
             next_call: AtomicU64::new(1),
         }))
@@ -158,7 +161,8 @@ impl Session {
     pub fn new(shared: Arc<Shared>, closed: CancellationToken) -> Session {
         let n = shared.next_session.fetch_add(1, Ordering::Relaxed);
         Session {
-            id: format!("s{n}"),
+            // Unique across server runs too (workspaces may outlive a killed server).
+            id: format!("s{}-{n}", std::process::id()),
             shared,
             closed,
             workspace: OnceLock::new(),
@@ -186,6 +190,18 @@ impl Session {
             .map_err(ToolError::Internal)
     }
 
+    /// The session's snapshot store: beside the workspace, never inside it.
+    pub fn snapshots(&self) -> Result<crate::snapshots::Store, ToolError> {
+        let ws = self.workspace()?;
+        let name = ws
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let root = self.shared.workspace_root().join(".snapshots").join(name);
+        crate::snapshots::Store::open(&root, self.shared.config.snapshots_max_bytes)
+            .map_err(|e| ToolError::Internal(e.to_string()))
+    }
+
     /// The workspace if it exists already (no creation).
     pub fn existing_workspace(&self) -> Option<PathBuf> {
         self.workspace.get().and_then(|w| w.as_ref().ok().cloned())
@@ -199,6 +215,10 @@ impl Drop for Session {
             && let Some(Ok(path)) = self.workspace.get()
         {
             let _ = std::fs::remove_dir_all(path);
+            if let Some(name) = path.file_name() {
+                let store = self.shared.workspace_root().join(".snapshots").join(name);
+                let _ = std::fs::remove_dir_all(store);
+            }
         }
     }
 }

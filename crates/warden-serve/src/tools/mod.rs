@@ -11,6 +11,7 @@ mod csv_check;
 mod exec;
 mod files;
 mod info;
+mod snapshot;
 mod validate;
 
 pub use validate::schema_names;
@@ -31,6 +32,11 @@ pub const ALL_TOOLS: &[&str] = &[
     "file_info",
     "file_delete",
     "file_move",
+    "snapshot_create",
+    "snapshot_list",
+    "snapshot_restore",
+    "snapshot_delete",
+    "snapshot_diff",
     "validate_json",
     "validate_csv",
     "sandbox_metrics",
@@ -156,6 +162,8 @@ pub fn spec(name: &str, profile: &Profile) -> Option<Spec> {
         "file_read" | "file_write" | "file_list" | "file_info" | "file_delete" | "file_move" => {
             files::spec(name, profile)
         }
+        "snapshot_create" | "snapshot_list" | "snapshot_restore" | "snapshot_delete"
+        | "snapshot_diff" => snapshot::spec(name),
         "validate_json" => Some(validate::spec()),
         "validate_csv" => Some(csv_check::spec(profile)),
         "sandbox_metrics" | "env_get" => info::spec(name),
@@ -171,6 +179,8 @@ pub async fn call(name: &str, args: Value, cx: &CallContext) -> Result<Value, To
         "file_read" | "file_write" | "file_list" | "file_info" | "file_delete" | "file_move" => {
             files::call(name, args, cx).await
         }
+        "snapshot_create" | "snapshot_list" | "snapshot_restore" | "snapshot_delete"
+        | "snapshot_diff" => snapshot::call(name, args, cx).await,
         "validate_json" => validate::validate_json(args, cx).await,
         "validate_csv" => csv_check::validate_csv(args, cx).await,
         "sandbox_metrics" => info::sandbox_metrics(cx).await,

@@ -351,3 +351,102 @@ fn audit_log_records_every_call() {
     assert_eq!(lines[1]["outcome"]["error"], "invalid_path");
     assert!(lines[1]["duration_ms"].is_u64() && lines[1]["session"].is_string());
 }
+
+/// A server killed with SIGKILL while `snapshot_create` runs leaves the store consistent: every
+/// manifest on disk is complete and every blob it names is there; a new server lists and
+/// restores the earlier snapshot.
+#[test]
+fn snapshot_store_survives_a_kill_during_create() {
+    let root = tempfile::tempdir().unwrap();
+    let cfg = root.path().join("c.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "workspace_root = '{}'\nshared_workspace = true\n",
+            root.path().join("ws").display()
+        ),
+    )
+    .unwrap();
+    let ws = root.path().join("ws/shared");
+    std::fs::create_dir_all(&ws).unwrap();
+    for i in 0..200 {
+        std::fs::write(ws.join(format!("f{i:03}")), format!("{i:08}").repeat(8192)).unwrap();
+    }
+    let store = root.path().join("ws/.snapshots/shared");
+    let create = r#"{"name":"snapshot_create","arguments":{"description":"x"}}"#;
+    let (mut child, mut stdin, mut stdout) = stdio_session(&["--config", cfg.to_str().unwrap()]);
+    let v = request(&mut stdin, &mut stdout, 2, "tools/call", create);
+    let first = v["result"]["structuredContent"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    drop(stdin);
+    child.wait().unwrap();
+    for (i, delay_ms) in [5u64, 20, 40, 80, 150].into_iter().enumerate() {
+        // Change the contents so the next snapshot has new blobs to write.
+        for j in 0..200 {
+            std::fs::write(
+                ws.join(format!("f{j:03}")),
+                format!("{i}-{j:06}").repeat(8192),
+            )
+            .unwrap();
+        }
+        let (mut child, mut stdin, _stdout) = stdio_session(&["--config", cfg.to_str().unwrap()]);
+        writeln!(
+            stdin,
+            r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{create}}}"#
+        )
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        for m in std::fs::read_dir(store.join("manifests"))
+            .unwrap()
+            .flatten()
+        {
+            if m.file_name().to_string_lossy().starts_with(".tmp-") {
+                continue; // swept when the store is next opened
+            }
+            let text = std::fs::read_to_string(m.path()).unwrap();
+            let manifest: serde_json::Value = serde_json::from_str(&text)
+                .unwrap_or_else(|e| panic!("torn manifest {:?}: {e}", m.path()));
+            for e in manifest["entries"].as_array().unwrap() {
+                if let Some(h) = e["sha256"].as_str() {
+                    let blob = std::fs::metadata(store.join("blobs").join(h))
+                        .unwrap_or_else(|_| panic!("manifest {:?} names a missing blob", m.path()));
+                    assert_eq!(blob.len(), e["size"].as_u64().unwrap());
+                }
+            }
+        }
+    }
+    let (mut child, mut stdin, mut stdout) = stdio_session(&["--config", cfg.to_str().unwrap()]);
+    let v = request(
+        &mut stdin,
+        &mut stdout,
+        2,
+        "tools/call",
+        r#"{"name":"snapshot_list","arguments":{}}"#,
+    );
+    let ids: Vec<&str> = v["result"]["structuredContent"]["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert!(ids.contains(&first.as_str()), "{v}");
+    let restore = format!(r#"{{"name":"snapshot_restore","arguments":{{"id":"{first}"}}}}"#);
+    let v = request(&mut stdin, &mut stdout, 3, "tools/call", &restore);
+    assert_eq!(v["result"]["isError"], false, "{v}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("f007")).unwrap(),
+        "00000007".repeat(8192)
+    );
+    let leftovers = std::fs::read_dir(store.join("blobs"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(".tmp-"))
+        .count();
+    assert_eq!(leftovers, 0, "temporary blobs were not swept");
+    drop(stdin);
+    child.wait().unwrap();
+}

@@ -1,0 +1,498 @@
+//! Workspace snapshots: content-addressed, deduplicated, crash-safe, exactly restorable.
+//!
+//! A store is a directory beside the workspace (never inside it, where sandboxed code could
+//! tamper with it): `blobs/<sha256>` holds file contents once however many snapshots use them;
+//! `manifests/<id>.json` lists every entry of a snapshot (path, kind, size, mode, mtime, hash,
+//! symlink target). Blobs are written first and a manifest last, each as write → fsync →
+//! rename → fsync of the directory, so a crash at any point leaves the old or the new state and
+//! never a manifest that refers to a missing blob. Leftover temporary files are swept on open.
+//!
+//! The workspace is read and written through `cap-std`, so a symlink that sandboxed code swaps
+//! in cannot make a snapshot read, or a restore write, anything outside the workspace.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, UNIX_EPOCH};
+
+use cap_fs_ext::{DirExt, SystemTimeSpec};
+use cap_std::fs::{Dir, OpenOptions, PermissionsExt};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use thiserror::Error;
+
+/// Entries per snapshot, at most.
+const MAX_ENTRIES: usize = 100_000;
+
+/// Errors of the store.
+#[derive(Debug, Error)]
+pub enum SnapshotError {
+    /// No such snapshot.
+    #[error("no snapshot {0:?}")]
+    NotFound(String),
+    /// The store would grow past its limit.
+    #[error("the snapshot store would exceed its limit of {limit} bytes ({needed} needed)")]
+    TooLarge {
+        /// The limit.
+        limit: u64,
+        /// What it would take.
+        needed: u64,
+    },
+    /// Too many files.
+    #[error("the workspace has more than {MAX_ENTRIES} entries")]
+    TooManyEntries,
+    /// A manifest names a blob that is not there (the store was tampered with).
+    #[error("snapshot {0:?} is damaged: a blob is missing")]
+    Damaged(String),
+    /// An I/O error.
+    #[error("{what}: {source}")]
+    Io {
+        /// Doing what.
+        what: String,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> SnapshotError {
+    let what = what.into();
+    move |source| SnapshotError::Io { what, source }
+}
+
+/// What an entry is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// A regular file.
+    File,
+    /// A directory.
+    Dir,
+    /// A symbolic link.
+    Symlink,
+}
+
+/// One entry of a manifest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    /// Path relative to the workspace.
+    pub path: String,
+    /// Kind.
+    pub kind: Kind,
+    /// Size in bytes (files).
+    pub size: u64,
+    /// Permission bits.
+    pub mode: u32,
+    /// Modification time, nanoseconds since the epoch.
+    pub mtime_ns: u128,
+    /// Content hash (files).
+    pub sha256: Option<String>,
+    /// Link target (symlinks).
+    pub target: Option<String>,
+}
+
+/// A snapshot's manifest.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Manifest {
+    /// Its id.
+    pub id: String,
+    /// The caller's description.
+    pub description: String,
+    /// Creation time, milliseconds since the epoch.
+    pub created_ms: u128,
+    /// Sum of file sizes.
+    pub total_bytes: u64,
+    /// Entries, sorted by path.
+    pub entries: Vec<Entry>,
+}
+
+/// Paths changed since a snapshot.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Diff {
+    /// In the workspace, not in the snapshot.
+    pub added: Vec<String>,
+    /// In the snapshot, not in the workspace.
+    pub removed: Vec<String>,
+    /// In both, but different (kind, content, mode or link target).
+    pub modified: Vec<String>,
+}
+
+/// A snapshot store for one workspace.
+#[derive(Debug)]
+pub struct Store {
+    root: PathBuf,
+    limit: u64,
+}
+
+fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), SnapshotError> {
+    let tmp = dir.join(format!(".tmp-{name}-{}", std::process::id()));
+    let mut f = std::fs::File::create(&tmp).map_err(io(format!("creating {tmp:?}")))?;
+    f.write_all(bytes)
+        .and_then(|()| f.sync_all())
+        .map_err(io(format!("writing {tmp:?}")))?;
+    drop(f);
+    std::fs::rename(&tmp, dir.join(name)).map_err(io(format!("renaming {tmp:?}")))?;
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io(format!("syncing {dir:?}")))
+}
+
+fn mtime_ns(m: &cap_std::fs::Metadata) -> u128 {
+    m.modified()
+        .ok()
+        .and_then(|t| t.into_std().duration_since(UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos())
+}
+
+fn hash_file(f: &mut cap_std::fs::File) -> std::io::Result<(String, u64)> {
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    let mut n = 0u64;
+    loop {
+        let k = f.read(&mut buf)?;
+        if k == 0 {
+            break;
+        }
+        n += k as u64;
+        h.update(&buf[..k]);
+    }
+    let hex: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    Ok((hex, n))
+}
+
+/// Walk the workspace without following symlinks; entries sorted by path.
+fn scan(ws: &Dir) -> Result<Vec<(Entry, Option<PathBuf>)>, SnapshotError> {
+    let mut out = Vec::new();
+    let mut stack = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        let d = if rel.as_os_str().is_empty() {
+            ws.try_clone().map_err(io("opening the workspace"))?
+        } else {
+            ws.open_dir_nofollow(&rel)
+                .map_err(io(format!("opening {rel:?}")))?
+        };
+        for e in d
+            .entries()
+            .map_err(io(format!("listing {rel:?}")))?
+            .flatten()
+        {
+            if out.len() >= MAX_ENTRIES {
+                return Err(SnapshotError::TooManyEntries);
+            }
+            let path = rel.join(e.file_name());
+            let Ok(m) = e.metadata() else { continue };
+            let ft = m.file_type();
+            let entry = |kind, size, sha256, target| Entry {
+                path: path.to_string_lossy().into_owned(),
+                kind,
+                size,
+                mode: m.permissions().mode() & 0o7777,
+                mtime_ns: mtime_ns(&m),
+                sha256,
+                target,
+            };
+            if ft.is_symlink() {
+                let t = ws
+                    .read_link_contents(&path)
+                    .map_err(io(format!("reading {path:?}")))?;
+                out.push((
+                    entry(
+                        Kind::Symlink,
+                        0,
+                        None,
+                        Some(t.to_string_lossy().into_owned()),
+                    ),
+                    None,
+                ));
+            } else if ft.is_dir() {
+                stack.push(path.clone());
+                out.push((entry(Kind::Dir, 0, None, None), None));
+            } else if ft.is_file() {
+                out.push((entry(Kind::File, m.len(), None, None), Some(path.clone())));
+            }
+        }
+    }
+    out.sort_by(|a, b| a.0.path.cmp(&b.0.path));
+    Ok(out)
+}
+
+impl Store {
+    /// Open (creating) the store at `root` with a total-size `limit`.
+    pub fn open(root: &Path, limit: u64) -> Result<Store, SnapshotError> {
+        for d in ["blobs", "manifests"] {
+            let dir = root.join(d);
+            std::fs::create_dir_all(&dir).map_err(io(format!("creating {dir:?}")))?;
+            // A crash may have left temporary files: they are not part of any snapshot.
+            for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                if e.file_name().to_string_lossy().starts_with(".tmp-") {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+        Ok(Store {
+            root: root.to_owned(),
+            limit,
+        })
+    }
+
+    fn blob(&self, hash: &str) -> PathBuf {
+        self.root.join("blobs").join(hash)
+    }
+
+    /// Bytes used by blobs.
+    pub fn bytes(&self) -> u64 {
+        std::fs::read_dir(self.root.join("blobs"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| e.metadata().ok())
+            .map(|m| m.len())
+            .sum()
+    }
+
+    /// Snapshot the workspace.
+    pub fn create(&self, ws: &Dir, description: &str) -> Result<Manifest, SnapshotError> {
+        let scanned = scan(ws)?;
+        let mut entries = Vec::with_capacity(scanned.len());
+        let mut used = self.bytes();
+        let mut total = 0u64;
+        for (mut e, file) in scanned {
+            if let Some(path) = file {
+                let mut f = ws
+                    .open_with(&path, OpenOptions::new().read(true))
+                    .map_err(io(format!("reading {path:?}")))?;
+                let (hash, size) = hash_file(&mut f).map_err(io(format!("reading {path:?}")))?;
+                e.size = size;
+                total += size;
+                let blob = self.blob(&hash);
+                if !blob.exists() {
+                    used += size;
+                    if used > self.limit {
+                        return Err(SnapshotError::TooLarge {
+                            limit: self.limit,
+                            needed: used,
+                        });
+                    }
+                    let mut f = ws.open(&path).map_err(io(format!("reading {path:?}")))?;
+                    let mut data = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+                    f.read_to_end(&mut data)
+                        .map_err(io(format!("reading {path:?}")))?;
+                    write_atomic(&self.root.join("blobs"), &hash, &data)?;
+                }
+                e.sha256 = Some(hash);
+            }
+            entries.push(e);
+        }
+        let created_ms = std::time::SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        let n = std::fs::read_dir(self.root.join("manifests")).map_or(0, |d| d.count());
+        let id = format!("snap-{created_ms:x}-{n}");
+        let m = Manifest {
+            id: id.clone(),
+            description: description.to_owned(),
+            created_ms,
+            total_bytes: total,
+            entries,
+        };
+        let json = serde_json::to_vec(&m).unwrap_or_default();
+        write_atomic(&self.root.join("manifests"), &format!("{id}.json"), &json)?;
+        Ok(m)
+    }
+
+    /// Every snapshot, oldest first.
+    pub fn list(&self) -> Vec<Manifest> {
+        let mut all: Vec<Manifest> = std::fs::read_dir(self.root.join("manifests"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+            .filter_map(|e| std::fs::read(e.path()).ok())
+            .filter_map(|b| serde_json::from_slice(&b).ok())
+            .collect();
+        all.sort_by_key(|m| (m.created_ms, m.id.clone()));
+        all
+    }
+
+    /// One snapshot.
+    pub fn get(&self, id: &str) -> Result<Manifest, SnapshotError> {
+        if !id.starts_with("snap-") || id.contains(['/', '.']) {
+            return Err(SnapshotError::NotFound(id.to_owned()));
+        }
+        let bytes = std::fs::read(self.root.join("manifests").join(format!("{id}.json")))
+            .map_err(|_| SnapshotError::NotFound(id.to_owned()))?;
+        serde_json::from_slice(&bytes).map_err(|_| SnapshotError::Damaged(id.to_owned()))
+    }
+
+    /// Delete a snapshot and the blobs no other snapshot uses.
+    pub fn delete(&self, id: &str) -> Result<(), SnapshotError> {
+        self.get(id)?;
+        let path = self.root.join("manifests").join(format!("{id}.json"));
+        std::fs::remove_file(&path).map_err(io(format!("removing {path:?}")))?;
+        let live: BTreeSet<String> = self
+            .list()
+            .into_iter()
+            .flat_map(|m| m.entries.into_iter().filter_map(|e| e.sha256))
+            .collect();
+        for e in std::fs::read_dir(self.root.join("blobs"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !name.starts_with('.') && !live.contains(&name) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+        Ok(())
+    }
+
+    /// What changed in the workspace since snapshot `id`: (added, removed, modified) paths.
+    pub fn diff(
+        &self,
+        ws: &Dir,
+        id: &str,
+    ) -> Result<(Vec<String>, Vec<String>, Vec<String>), SnapshotError> {
+        let snap = self.get(id)?;
+        let then: BTreeMap<&str, &Entry> =
+            snap.entries.iter().map(|e| (e.path.as_str(), e)).collect();
+        let now = scan(ws)?;
+        let mut added = Vec::new();
+        let mut modified = Vec::new();
+        let mut seen = BTreeSet::new();
+        for (mut e, file) in now {
+            seen.insert(e.path.clone());
+            let Some(old) = then.get(e.path.as_str()) else {
+                added.push(e.path);
+                continue;
+            };
+            if let Some(path) = file {
+                // Same size: compare contents by hash (mtimes alone are not trusted).
+                if old.size == e.size {
+                    let mut f = ws.open(&path).map_err(io(format!("reading {path:?}")))?;
+                    e.sha256 = Some(
+                        hash_file(&mut f)
+                            .map_err(io(format!("reading {path:?}")))?
+                            .0,
+                    );
+                }
+            }
+            let same = old.kind == e.kind
+                && old.mode == e.mode
+                && old.target == e.target
+                && (e.kind != Kind::File || (old.size == e.size && old.sha256 == e.sha256));
+            if !same {
+                modified.push(e.path);
+            }
+        }
+        let removed = then
+            .keys()
+            .filter(|p| !seen.contains(**p))
+            .map(|p| p.to_string())
+            .collect();
+        Ok((added, removed, modified))
+    }
+
+    /// Make the workspace exactly snapshot `id`: extra entries removed, changed ones rewritten,
+    /// missing ones recreated, modes and modification times restored.
+    pub fn restore(&self, ws: &Dir, id: &str) -> Result<Manifest, SnapshotError> {
+        let snap = self.get(id)?;
+        for e in &snap.entries {
+            if let Some(h) = &e.sha256
+                && !self.blob(h).exists()
+            {
+                return Err(SnapshotError::Damaged(id.to_owned()));
+            }
+        }
+        let want: BTreeMap<&str, &Entry> =
+            snap.entries.iter().map(|e| (e.path.as_str(), e)).collect();
+        // Remove what should not be there (deepest first), or is of another kind.
+        let mut current = scan(ws)?;
+        current.reverse();
+        for (e, _) in &current {
+            let keep = want.get(e.path.as_str()).is_some_and(|w| w.kind == e.kind);
+            if !keep {
+                let r = if e.kind == Kind::Dir {
+                    ws.remove_dir_all(&e.path)
+                } else {
+                    ws.remove_file(&e.path)
+                };
+                if let Err(err) = r
+                    && err.kind() != std::io::ErrorKind::NotFound
+                {
+                    return Err(io(format!("removing {:?}", e.path))(err));
+                }
+            }
+        }
+        let now: BTreeMap<String, Entry> = scan(ws)?
+            .into_iter()
+            .map(|(e, _)| (e.path.clone(), e))
+            .collect();
+        for e in &snap.entries {
+            let p = Path::new(&e.path);
+            match e.kind {
+                Kind::Dir => {
+                    if !now.contains_key(&e.path) {
+                        ws.create_dir(p)
+                            .map_err(io(format!("creating {:?}", e.path)))?;
+                    }
+                }
+                Kind::Symlink => {
+                    let target = e.target.as_deref().unwrap_or("");
+                    if now.get(&e.path).and_then(|c| c.target.as_deref()) != Some(target) {
+                        let _ = ws.remove_file(p);
+                        ws.symlink(target, p)
+                            .map_err(io(format!("linking {:?}", e.path)))?;
+                    }
+                }
+                Kind::File => {
+                    let hash = e.sha256.as_deref().unwrap_or("");
+                    let unchanged = now.get(&e.path).is_some_and(|c| {
+                        c.size == e.size
+                            && ws
+                                .open(p)
+                                .ok()
+                                .and_then(|mut f| hash_file(&mut f).ok())
+                                .is_some_and(|(h, _)| h == hash)
+                    });
+                    if !unchanged {
+                        let data = std::fs::read(self.blob(hash))
+                            .map_err(io(format!("reading blob {hash}")))?;
+                        let tmp = format!("{}.warden-restore", e.path);
+                        let mut f = ws
+                            .open_with(
+                                &tmp,
+                                OpenOptions::new().write(true).create(true).truncate(true),
+                            )
+                            .map_err(io(format!("writing {:?}", e.path)))?;
+                        f.write_all(&data)
+                            .and_then(|()| f.sync_data())
+                            .map_err(io(format!("writing {:?}", e.path)))?;
+                        drop(f);
+                        ws.rename(&tmp, ws, p)
+                            .map_err(io(format!("writing {:?}", e.path)))?;
+                    }
+                }
+            }
+        }
+        // Modes and times last, children before parents (writing into a directory changes its
+        // mtime); symlinks have no mode of their own on Linux.
+        for e in snap.entries.iter().rev() {
+            let p = Path::new(&e.path);
+            let secs = u64::try_from(e.mtime_ns / 1_000_000_000).unwrap_or(0);
+            let nanos = u32::try_from(e.mtime_ns % 1_000_000_000).unwrap_or(0);
+            let t = cap_std::time::SystemTime::from_std(UNIX_EPOCH + Duration::new(secs, nanos));
+            let spec = Some(SystemTimeSpec::Absolute(t));
+            if e.kind == Kind::Symlink {
+                let _ = ws.set_symlink_times(p, None, spec);
+            } else {
+                // Never setuid/setgid: the server writes these files with its own (root) ids.
+                ws.set_permissions(p, cap_std::fs::Permissions::from_mode(e.mode & 0o1777))
+                    .map_err(io(format!("chmod {:?}", e.path)))?;
+                ws.set_times(p, None, spec)
+                    .map_err(io(format!("touch {:?}", e.path)))?;
+            }
+        }
+        Ok(snap)
+    }
+}
