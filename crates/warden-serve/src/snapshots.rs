@@ -347,12 +347,8 @@ impl Store {
         Ok(())
     }
 
-    /// What changed in the workspace since snapshot `id`: (added, removed, modified) paths.
-    pub fn diff(
-        &self,
-        ws: &Dir,
-        id: &str,
-    ) -> Result<(Vec<String>, Vec<String>, Vec<String>), SnapshotError> {
+    /// What changed in the workspace since snapshot `id`.
+    pub fn diff(&self, ws: &Dir, id: &str) -> Result<Diff, SnapshotError> {
         let snap = self.get(id)?;
         let then: BTreeMap<&str, &Entry> =
             snap.entries.iter().map(|e| (e.path.as_str(), e)).collect();
@@ -390,7 +386,11 @@ impl Store {
             .filter(|p| !seen.contains(**p))
             .map(|p| p.to_string())
             .collect();
-        Ok((added, removed, modified))
+        Ok(Diff {
+            added,
+            removed,
+            modified,
+        })
     }
 
     /// Make the workspace exactly snapshot `id`: extra entries removed, changed ones rewritten,
