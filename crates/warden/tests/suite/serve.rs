@@ -450,3 +450,73 @@ fn snapshot_store_survives_a_kill_during_create() {
     drop(stdin);
     child.wait().unwrap();
 }
+
+#[test]
+fn locked_down_profile_allowlists_and_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(
+        &cfg,
+        "profile = 'locked'\n[profiles.locked]\n\
+         allowed_programs = ['echo', 'ls']\n\
+         python_denylist = ['subprocess', 'eval']\n\
+         allowed_extensions = ['txt']\n\
+         max_file_bytes = 100\n",
+    )
+    .unwrap();
+    let (mut child, mut stdin, mut stdout) = stdio_session(&["--config", cfg.to_str().unwrap()]);
+    let mut id = 1;
+    let mut call = |args: &str| {
+        id += 1;
+        let v = request(&mut stdin, &mut stdout, id, "tools/call", args);
+        v["result"]["structuredContent"].clone()
+    };
+    let kind = |v: &serde_json::Value| v["error"]["kind"].as_str().unwrap_or("").to_owned();
+    assert_eq!(
+        call(r#"{"name":"run_command","arguments":{"argv":["echo","ok"]}}"#)["stdout"],
+        "ok\n"
+    );
+    assert_eq!(
+        kind(&call(
+            r#"{"name":"run_command","arguments":{"argv":["/bin/cat","/etc/passwd"]}}"#
+        )),
+        "not_allowed"
+    );
+    assert_eq!(
+        kind(&call(
+            r#"{"name":"run_command","arguments":{"command":"echo hi"}}"#
+        )),
+        "not_allowed"
+    );
+    let v = call(
+        r#"{"name":"run_python","arguments":{"code":"x = 1\nimport subprocess\nprint(eval('1'))"}}"#,
+    );
+    let msg = v["error"]["message"].as_str().unwrap_or("");
+    assert!(
+        kind(&v) == "not_allowed"
+            && msg.contains("subprocess at line 2 column 1")
+            && msg.contains("eval at line 3"),
+        "{v}"
+    );
+    assert_eq!(
+        call(r#"{"name":"run_python","arguments":{"code":"2+2"}}"#)["result"],
+        4
+    );
+    assert_eq!(
+        kind(&call(
+            r#"{"name":"file_write","arguments":{"path":"a.py","content":"x"}}"#
+        )),
+        "extension_not_allowed"
+    );
+    let big = "y".repeat(150);
+    let v = call(&format!(
+        r#"{{"name":"file_write","arguments":{{"path":"a.txt","content":"{big}"}}}}"#
+    ));
+    assert_eq!(kind(&v), "too_large", "{v}");
+    assert_eq!(
+        call(r#"{"name":"file_write","arguments":{"path":"a.txt","content":"small"}}"#)["size"],
+        5
+    );
+    drop(stdin);
+    child.wait().unwrap();
+}
