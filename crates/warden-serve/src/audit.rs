@@ -20,16 +20,10 @@ const MAX_LOGGED_STRING: usize = 256;
 #[derive(Debug)]
 pub struct Audit {
     path: PathBuf,
-    max_bytes: u64,
-    keep: u32,
-    inner: Mutex<Inner>,
-}
-
-#[derive(Debug)]
-struct Inner {
-    file: File,
-    size: u64,
-    recent: VecDeque<Value>,
+    recent: Mutex<VecDeque<Value>>,
+    /// Lines for the writer thread; `None` once shutting down.
+    queue: Mutex<Option<std::sync::mpsc::Sender<Vec<u8>>>>,
+    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 fn open_append(path: &Path) -> std::io::Result<File> {
@@ -41,63 +35,18 @@ fn open_append(path: &Path) -> std::io::Result<File> {
         .open(path)
 }
 
-impl Audit {
-    /// Open (or create) the log at `path`.
-    pub fn open(path: &Path, max_bytes: u64, keep: u32) -> std::io::Result<Audit> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        let file = open_append(path)?;
-        let size = file.metadata()?.len();
-        Ok(Audit {
-            path: path.to_owned(),
-            max_bytes,
-            keep,
-            inner: Mutex::new(Inner {
-                file,
-                size,
-                recent: VecDeque::new(),
-            }),
-        })
-    }
+/// The writer thread's state: appends, rotates, and syncs once per batch (group commit), so
+/// tool calls never wait on the disk.
+struct Writer {
+    path: PathBuf,
+    max_bytes: u64,
+    keep: u32,
+    file: File,
+    size: u64,
+}
 
-    /// Where the log is.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// Append one entry. Failures are logged, never propagated: auditing must not take the
-    /// server down, but it must not be silent either.
-    pub fn record(&self, entry: Value) {
-        let mut line = serde_json::to_vec(&entry).unwrap_or_default();
-        line.push(b'\n');
-        let Ok(mut inner) = self.inner.lock() else {
-            return;
-        };
-        if inner.size + line.len() as u64 > self.max_bytes && inner.size > 0 {
-            match self.rotate() {
-                Ok(file) => {
-                    inner.file = file;
-                    inner.size = 0;
-                }
-                Err(e) => tracing::error!(error = %e, "rotating the audit log"),
-            }
-        }
-        let written = inner
-            .file
-            .write_all(&line)
-            .and_then(|()| inner.file.sync_data());
-        match written {
-            Ok(()) => inner.size += line.len() as u64,
-            Err(e) => tracing::error!(error = %e, "writing the audit log"),
-        }
-        if inner.recent.len() == RECENT {
-            inner.recent.pop_front();
-        }
-        inner.recent.push_back(entry);
-    }
-
-    fn rotate(&self) -> std::io::Result<File> {
+impl Writer {
+    fn rotate(&mut self) -> std::io::Result<()> {
         let name = |n: u32| PathBuf::from(format!("{}.{n}", self.path.display()));
         if self.keep == 0 {
             std::fs::remove_file(&self.path)?;
@@ -109,15 +58,108 @@ impl Audit {
             }
             std::fs::rename(&self.path, name(1))?;
         }
-        open_append(&self.path)
+        self.file = open_append(&self.path)?;
+        self.size = 0;
+        Ok(())
+    }
+
+    fn append(&mut self, line: &[u8]) {
+        if self.size + line.len() as u64 > self.max_bytes && self.size > 0 {
+            if let Err(e) = self.file.sync_data().and_then(|()| self.rotate()) {
+                tracing::error!(error = %e, "rotating the audit log");
+            }
+        }
+        match self.file.write_all(line) {
+            Ok(()) => self.size += line.len() as u64,
+            Err(e) => tracing::error!(error = %e, "writing the audit log"),
+        }
+    }
+
+    fn run(mut self, rx: std::sync::mpsc::Receiver<Vec<u8>>) {
+        while let Ok(line) = rx.recv() {
+            self.append(&line);
+            while let Ok(more) = rx.try_recv() {
+                self.append(&more);
+            }
+            if let Err(e) = self.file.sync_data() {
+                tracing::error!(error = %e, "syncing the audit log");
+            }
+        }
+    }
+}
+
+impl Audit {
+    /// Open (or create) the log at `path`.
+    pub fn open(path: &Path, max_bytes: u64, keep: u32) -> std::io::Result<Audit> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let file = open_append(path)?;
+        let size = file.metadata()?.len();
+        let writer = Writer {
+            path: path.to_owned(),
+            max_bytes,
+            keep,
+            file,
+            size,
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        let handle = std::thread::Builder::new()
+            .name("warden-audit".into())
+            .spawn(move || writer.run(rx))?;
+        Ok(Audit {
+            path: path.to_owned(),
+            recent: Mutex::new(VecDeque::new()),
+            queue: Mutex::new(Some(tx)),
+            writer: Mutex::new(Some(handle)),
+        })
+    }
+
+    /// Where the log is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Append one entry (written and synced by the writer thread, in order).
+    pub fn record(&self, entry: Value) {
+        let mut line = serde_json::to_vec(&entry).unwrap_or_default();
+        line.push(b'\n');
+        if let Ok(q) = self.queue.lock()
+            && let Some(tx) = q.as_ref()
+            && tx.send(line).is_err()
+        {
+            tracing::error!("the audit writer is gone");
+        }
+        if let Ok(mut recent) = self.recent.lock() {
+            if recent.len() == RECENT {
+                recent.pop_front();
+            }
+            recent.push_back(entry);
+        }
+    }
+
+    /// Write and sync everything recorded so far, then stop the writer.
+    pub fn close(&self) {
+        if let Ok(mut q) = self.queue.lock() {
+            q.take();
+        }
+        if let Some(h) = self.writer.lock().ok().and_then(|mut w| w.take()) {
+            let _ = h.join();
+        }
     }
 
     /// The last entries, oldest first.
     pub fn recent(&self) -> Vec<Value> {
-        self.inner
+        self.recent
             .lock()
-            .map(|i| i.recent.iter().cloned().collect())
+            .map(|r| r.iter().cloned().collect())
             .unwrap_or_default()
+    }
+}
+
+impl Drop for Audit {
+    fn drop(&mut self) {
+        self.close();
     }
 }
 
@@ -155,6 +197,7 @@ mod tests {
         for i in 0..20 {
             audit.record(json!({ "i": i, "pad": "x".repeat(50) }));
         }
+        audit.close();
         assert!(std::fs::metadata(&path).unwrap().len() <= 200);
         assert!(dir.path().join("audit.jsonl.1").exists());
         assert!(dir.path().join("audit.jsonl.2").exists());

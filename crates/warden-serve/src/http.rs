@@ -75,6 +75,7 @@ pub(crate) async fn serve(config: Config, opts: HttpOptions) -> Result<(), Serve
         .with_allowed_origins(origins)
         .enforce_origin_validation();
     let shared = Shared::new(config, opts.helper)?;
+    let audit_owner = shared.clone();
     let service = StreamableHttpService::new(
         // HTTP sessions end through rmcp, which cancels their calls itself.
         move || {
@@ -100,5 +101,7 @@ pub(crate) async fn serve(config: Config, opts: HttpOptions) -> Result<(), Serve
             let _ = tokio::signal::ctrl_c().await;
         })
         .await
-        .map_err(|source| ServeError::Http { addr, source })
+        .map_err(|source| ServeError::Http { addr, source })?;
+    audit_owner.audit.close();
+    Ok(())
 }

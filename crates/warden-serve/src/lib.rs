@@ -67,11 +67,12 @@ pub async fn serve_stdio(config: Config, helper: Option<PathBuf>) -> Result<(), 
     let transport =
         rmcp::transport::async_rw::AsyncRwTransport::new_server(stdin, tokio::io::stdout())
             .with_max_line_length(MAX_MESSAGE_BYTES);
-    let running = WardenServer::new(shared, closed)
+    let running = WardenServer::new(shared.clone(), closed)
         .serve(transport)
         .await
         .map_err(|e| ServeError::Session(e.to_string()))?;
     let _ = running.waiting().await;
+    shared.audit.close();
     Ok(())
 }
 
