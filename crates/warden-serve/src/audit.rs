@@ -64,10 +64,11 @@ impl Writer {
     }
 
     fn append(&mut self, line: &[u8]) {
-        if self.size + line.len() as u64 > self.max_bytes && self.size > 0 {
-            if let Err(e) = self.file.sync_data().and_then(|()| self.rotate()) {
-                tracing::error!(error = %e, "rotating the audit log");
-            }
+        if self.size + line.len() as u64 > self.max_bytes
+            && self.size > 0
+            && let Err(e) = self.file.sync_data().and_then(|()| self.rotate())
+        {
+            tracing::error!(error = %e, "rotating the audit log");
         }
         match self.file.write_all(line) {
             Ok(()) => self.size += line.len() as u64,
