@@ -13,7 +13,7 @@ pub(super) fn spec(name: &str) -> Option<Spec> {
             name: "sandbox_metrics",
             title: "Sandbox metrics",
             description: "Calls, errors and p50/p95 duration per tool, limits hit, uptime, and \
-                          the size of this session's workspace."
+                          the sizes of this session's workspace and snapshot store."
                 .into(),
             input: json!({ "type": "object", "properties": {}, "additionalProperties": false }),
             output: json!({
@@ -23,9 +23,10 @@ pub(super) fn spec(name: &str) -> Option<Spec> {
                     "tools": { "type": "object" },
                     "limits_hit": { "type": "object" },
                     "workspace_bytes": { "type": "integer" },
+                    "snapshot_bytes": { "type": "integer" },
                     "profile": { "type": "string" }
                 },
-                "required": ["uptime_s", "tools", "limits_hit", "workspace_bytes", "profile"]
+                "required": ["uptime_s", "tools", "limits_hit", "workspace_bytes", "snapshot_bytes", "profile"]
             }),
             read_only: true,
             destructive: false,
@@ -85,14 +86,21 @@ pub(super) async fn sandbox_metrics(cx: &CallContext) -> Result<Value, ToolError
     let shared = cx.shared();
     let (tools, limits) = shared.metrics.snapshot();
     let ws = cx.session.existing_workspace();
-    let workspace_bytes = tokio::task::spawn_blocking(move || ws.map_or(0, |w| tree_bytes(&w)))
-        .await
-        .unwrap_or(0);
+    let store = ws.as_ref().and_then(|_| cx.session.snapshots().ok());
+    let (workspace_bytes, snapshot_bytes) = tokio::task::spawn_blocking(move || {
+        (
+            ws.map_or(0, |w| tree_bytes(&w)),
+            store.map_or(0, |s| s.bytes()),
+        )
+    })
+    .await
+    .unwrap_or((0, 0));
     Ok(json!({
         "uptime_s": shared.started.elapsed().as_secs(),
         "tools": tools,
         "limits_hit": limits,
         "workspace_bytes": workspace_bytes,
+        "snapshot_bytes": snapshot_bytes,
         "profile": shared.config.profile.name,
     }))
 }
