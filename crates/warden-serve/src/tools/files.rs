@@ -17,7 +17,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use thiserror::Error;
 
-use super::{MAX_PATH_BYTES, Spec, ToolError, parse};
+use super::{Hints, MAX_PATH_BYTES, Spec, ToolError, parse};
 use crate::config::Profile;
 use crate::state::CallContext;
 
@@ -193,18 +193,15 @@ fn entry_schema() -> Value {
 pub(super) fn spec(name: &str, profile: &Profile) -> Option<Spec> {
     let max = profile.max_file_bytes;
     let rel = "Path relative to the workspace (no `..`, not absolute).";
-    let s =
-        |name, title, description: &str, input: Value, output: Value, ro, destructive, idem| Spec {
-            name,
-            title,
-            description: format!("{description} Paths are confined to the session's workspace."),
-            input,
-            output,
+    let s = |name, title, description: &str, input, output, ro, destructive, idempotent| {
+        let description = format!("{description} Paths are confined to the session's workspace.");
+        let hints = Hints {
             read_only: ro,
             destructive,
-            idempotent: idem,
-            open_world: false,
+            idempotent,
         };
+        Spec::local(name, title, description, input, output, hints)
+    };
     let spec = match name {
         "file_read" => s(
             "file_read",

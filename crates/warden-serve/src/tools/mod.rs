@@ -73,6 +73,41 @@ pub struct Spec {
     pub open_world: bool,
 }
 
+/// Annotation hints of a workspace-local tool (`openWorldHint` is always false for them).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Hints {
+    /// `readOnlyHint`.
+    pub read_only: bool,
+    /// `destructiveHint`.
+    pub destructive: bool,
+    /// `idempotentHint`.
+    pub idempotent: bool,
+}
+
+impl Spec {
+    /// A tool that only touches the session's workspace.
+    pub(crate) fn local(
+        name: &'static str,
+        title: &'static str,
+        description: String,
+        input: Value,
+        output: Value,
+        h: Hints,
+    ) -> Spec {
+        Spec {
+            name,
+            title,
+            description,
+            input,
+            output,
+            read_only: h.read_only,
+            destructive: h.destructive,
+            idempotent: h.idempotent,
+            open_world: false,
+        }
+    }
+}
+
 /// One schema violation in a call's arguments.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct ArgError {

@@ -7,7 +7,7 @@ use cap_std::fs::Dir;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Spec, ToolError, parse};
+use super::{Hints, Spec, ToolError, parse};
 use crate::snapshots::{Manifest, SnapshotError};
 use crate::state::CallContext;
 
@@ -27,16 +27,13 @@ fn summary_schema() -> Value {
 
 pub(super) fn spec(name: &str) -> Option<Spec> {
     let obj = |props: Value, required: Value| json!({ "type": "object", "properties": props, "required": required, "additionalProperties": false });
-    let s = |name, title, description: &str, input, output, ro, destructive, idem| Spec {
-        name,
-        title,
-        description: description.to_owned(),
-        input,
-        output,
-        read_only: ro,
-        destructive,
-        idempotent: idem,
-        open_world: false,
+    let s = |name, title, description: &str, input, output, ro, destructive, idempotent| {
+        let hints = Hints {
+            read_only: ro,
+            destructive,
+            idempotent,
+        };
+        Spec::local(name, title, description.to_owned(), input, output, hints)
     };
     Some(match name {
         "snapshot_create" => s(
