@@ -9,7 +9,7 @@ warden="${1:-$here/../target/debug/warden}"
 npm_dir="$here/.npm"
 if [ ! -x "$npm_dir/node_modules/node/bin/node" ] || [ ! -e "$npm_dir/node_modules/.bin/conformance" ]; then
     mkdir -p "$npm_dir"
-    (cd "$npm_dir" && [ -f package.json ] || npm init -y >/dev/null)
+    [ -f "$npm_dir/package.json" ] || echo '{"name": "warden-conformance", "private": true}' > "$npm_dir/package.json"
     (cd "$npm_dir" && npm install --silent --no-audit --no-fund node@22 @modelcontextprotocol/conformance@0.1.16)
 fi
 export PATH="$npm_dir/node_modules/node/bin:$PATH"
