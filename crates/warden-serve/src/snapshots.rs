@@ -250,8 +250,24 @@ impl Store {
             .sum()
     }
 
-    /// Snapshot the workspace.
+    /// Snapshot the workspace. A failed snapshot leaves no blob of its own behind.
     pub fn create(&self, ws: &Dir, description: &str) -> Result<Manifest, SnapshotError> {
+        let mut added = Vec::new();
+        let result = self.create_inner(ws, description, &mut added);
+        if result.is_err() {
+            for blob in added {
+                let _ = std::fs::remove_file(blob);
+            }
+        }
+        result
+    }
+
+    fn create_inner(
+        &self,
+        ws: &Dir,
+        description: &str,
+        added: &mut Vec<PathBuf>,
+    ) -> Result<Manifest, SnapshotError> {
         let scanned = scan(ws)?;
         let mut entries = Vec::with_capacity(scanned.len());
         let mut used = self.bytes();
@@ -278,6 +294,7 @@ impl Store {
                     f.read_to_end(&mut data)
                         .map_err(io(format!("reading {path:?}")))?;
                     write_atomic(&self.root.join("blobs"), &hash, &data)?;
+                    added.push(blob);
                 }
                 e.sha256 = Some(hash);
             }

@@ -520,3 +520,103 @@ fn locked_down_profile_allowlists_and_limits() {
     drop(stdin);
     child.wait().unwrap();
 }
+
+#[test]
+fn named_schemas_and_the_snapshot_store_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let schemas = dir.path().join("schemas");
+    std::fs::create_dir(&schemas).unwrap();
+    std::fs::write(
+        schemas.join("person.json"),
+        r#"{"type":"object","required":["name"]}"#,
+    )
+    .unwrap();
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "schemas_dir = '{}'\nsnapshots_max_bytes = 50000\n",
+            schemas.display()
+        ),
+    )
+    .unwrap();
+    let (mut child, mut stdin, mut stdout) = stdio_session(&["--config", cfg.to_str().unwrap()]);
+    let v = request(
+        &mut stdin,
+        &mut stdout,
+        2,
+        "resources/read",
+        r#"{"uri":"warden://schemas"}"#,
+    );
+    assert!(
+        v["result"]["contents"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("person"),
+        "{v}"
+    );
+    let v = request(
+        &mut stdin,
+        &mut stdout,
+        3,
+        "tools/call",
+        r#"{"name":"validate_json","arguments":{"data":{"age":1},"schema_name":"person"}}"#,
+    );
+    assert_eq!(v["result"]["structuredContent"]["valid"], false, "{v}");
+    let v = request(
+        &mut stdin,
+        &mut stdout,
+        4,
+        "tools/call",
+        r#"{"name":"validate_json","arguments":{"data":{"name":"x"},"schema_name":"person"}}"#,
+    );
+    assert_eq!(v["result"]["structuredContent"]["valid"], true, "{v}");
+    let v = request(
+        &mut stdin,
+        &mut stdout,
+        5,
+        "tools/call",
+        r#"{"name":"validate_json","arguments":{"data":1,"schema_name":"../etc/passwd"}}"#,
+    );
+    assert_eq!(
+        v["result"]["structuredContent"]["error"]["kind"], "invalid_arguments",
+        "{v}"
+    );
+    // 30 KB then 40 KB: the first blob fits, the second does not; nothing may stay behind.
+    request(
+        &mut stdin,
+        &mut stdout,
+        6,
+        "tools/call",
+        r#"{"name":"run_command","arguments":{"command":"head -c 30000 /dev/urandom > a; head -c 40000 /dev/urandom > b"}}"#,
+    );
+    let v = request(
+        &mut stdin,
+        &mut stdout,
+        7,
+        "tools/call",
+        r#"{"name":"snapshot_create","arguments":{}}"#,
+    );
+    assert_eq!(
+        v["result"]["structuredContent"]["error"]["kind"], "too_large",
+        "{v}"
+    );
+    let v = request(
+        &mut stdin,
+        &mut stdout,
+        8,
+        "tools/call",
+        r#"{"name":"snapshot_list","arguments":{}}"#,
+    );
+    assert_eq!(
+        v["result"]["structuredContent"]["snapshots"],
+        serde_json::json!([]),
+        "{v}"
+    );
+    assert_eq!(
+        v["result"]["structuredContent"]["store_bytes"], 0,
+        "a failed snapshot left blobs: {v}"
+    );
+    drop(stdin);
+    child.wait().unwrap();
+}
