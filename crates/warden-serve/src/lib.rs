@@ -16,6 +16,7 @@ pub mod server;
 pub mod snapshots;
 pub mod state;
 pub mod tools;
+mod wsfs;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

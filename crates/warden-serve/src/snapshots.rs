@@ -16,13 +16,15 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, UNIX_EPOCH};
 
 use cap_fs_ext::{DirExt, SystemTimeSpec};
-use cap_std::fs::{Dir, OpenOptions, PermissionsExt};
+use cap_std::fs::{Dir, PermissionsExt};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use thiserror::Error;
 
 /// Entries per snapshot, at most.
 const MAX_ENTRIES: usize = 100_000;
+/// Snapshots per store, at most.
+const MAX_SNAPSHOTS: usize = 200;
 
 /// Errors of the store.
 #[derive(Debug, Error)]
@@ -41,6 +43,9 @@ pub enum SnapshotError {
     /// Too many files.
     #[error("the workspace has more than {MAX_ENTRIES} entries")]
     TooManyEntries,
+    /// Too many snapshots.
+    #[error("the store already holds {MAX_SNAPSHOTS} snapshots; delete some")]
+    TooMany,
     /// A manifest names a blob that is not there (the store was tampered with).
     #[error("snapshot {0:?} is damaged: a blob is missing")]
     Damaged(String),
@@ -239,15 +244,89 @@ impl Store {
         self.root.join("blobs").join(hash)
     }
 
-    /// Bytes used by blobs.
+    /// Bytes used by blobs and manifests.
     pub fn bytes(&self) -> u64 {
-        std::fs::read_dir(self.root.join("blobs"))
-            .into_iter()
-            .flatten()
-            .flatten()
+        ["blobs", "manifests"]
+            .iter()
+            .flat_map(|d| {
+                std::fs::read_dir(self.root.join(d))
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+            })
             .filter_map(|e| e.metadata().ok())
             .map(|m| m.len())
             .sum()
+    }
+
+    /// Copy one workspace file into a temporary blob while hashing it, then file it under its
+    /// hash (dropping the copy if that content is already stored). Counts new bytes in `used`.
+    fn store_blob(
+        &self,
+        ws: &Dir,
+        path: &Path,
+        used: &mut u64,
+        added: &mut Vec<PathBuf>,
+    ) -> Result<(String, u64), SnapshotError> {
+        let blobs = self.root.join("blobs");
+        let mut src = crate::wsfs::open_read(ws, path).map_err(io(format!("reading {path:?}")))?;
+        let tmp = blobs.join(format!(".tmp-{}-{}", std::process::id(), added.len()));
+        let mut out = std::fs::File::create(&tmp).map_err(io(format!("creating {tmp:?}")))?;
+        let mut h = Sha256::new();
+        let mut buf = vec![0u8; 1 << 16];
+        let mut n = 0u64;
+        let copied = loop {
+            let k = match src.read(&mut buf) {
+                Ok(0) => break Ok(()),
+                Ok(k) => k,
+                Err(e) => break Err(io(format!("reading {path:?}"))(e)),
+            };
+            n += k as u64;
+            if *used + n > self.limit {
+                break Err(SnapshotError::TooLarge {
+                    limit: self.limit,
+                    needed: *used + n,
+                });
+            }
+            h.update(&buf[..k]);
+            if let Err(e) = out.write_all(&buf[..k]) {
+                break Err(io(format!("writing {tmp:?}"))(e));
+            }
+        };
+        let synced = copied.and_then(|()| out.sync_all().map_err(io(format!("syncing {tmp:?}"))));
+        drop(out);
+        if let Err(e) = synced {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
+        let hash: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+        let blob = self.blob(&hash);
+        if blob.exists() {
+            let _ = std::fs::remove_file(&tmp);
+        } else {
+            std::fs::rename(&tmp, &blob).map_err(io(format!("storing {hash}")))?;
+            std::fs::File::open(&blobs)
+                .and_then(|d| d.sync_all())
+                .map_err(io("syncing the blob directory"))?;
+            *used += n;
+            added.push(blob);
+        }
+        Ok((hash, n))
+    }
+
+    fn list_ids(&self) -> Vec<String> {
+        std::fs::read_dir(self.root.join("manifests"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| {
+                e.file_name()
+                    .to_str()
+                    .and_then(|n| n.strip_suffix(".json"))
+                    .map(str::to_owned)
+            })
+            .filter(|n| !n.starts_with('.'))
+            .collect()
     }
 
     /// Snapshot the workspace. A failed snapshot leaves no blob of its own behind.
@@ -274,31 +353,16 @@ impl Store {
         let mut total = 0u64;
         for (mut e, file) in scanned {
             if let Some(path) = file {
-                let mut f = ws
-                    .open_with(&path, OpenOptions::new().read(true))
-                    .map_err(io(format!("reading {path:?}")))?;
-                let (hash, size) = hash_file(&mut f).map_err(io(format!("reading {path:?}")))?;
+                // One pass: what is hashed is exactly what is stored, however the file changes.
+                let (hash, size) = self.store_blob(ws, &path, &mut used, added)?;
                 e.size = size;
                 total += size;
-                let blob = self.blob(&hash);
-                if !blob.exists() {
-                    used += size;
-                    if used > self.limit {
-                        return Err(SnapshotError::TooLarge {
-                            limit: self.limit,
-                            needed: used,
-                        });
-                    }
-                    let mut f = ws.open(&path).map_err(io(format!("reading {path:?}")))?;
-                    let mut data = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-                    f.read_to_end(&mut data)
-                        .map_err(io(format!("reading {path:?}")))?;
-                    write_atomic(&self.root.join("blobs"), &hash, &data)?;
-                    added.push(blob);
-                }
                 e.sha256 = Some(hash);
             }
             entries.push(e);
+        }
+        if self.list_ids().len() >= MAX_SNAPSHOTS {
+            return Err(SnapshotError::TooMany);
         }
         let created_ms = std::time::SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -382,7 +446,8 @@ impl Store {
             if let Some(path) = file {
                 // Same size: compare contents by hash (mtimes alone are not trusted).
                 if old.size == e.size {
-                    let mut f = ws.open(&path).map_err(io(format!("reading {path:?}")))?;
+                    let mut f = crate::wsfs::open_read(ws, &path)
+                        .map_err(io(format!("reading {path:?}")))?;
                     e.sha256 = Some(
                         hash_file(&mut f)
                             .map_err(io(format!("reading {path:?}")))?
@@ -458,7 +523,7 @@ impl Store {
                     let target = e.target.as_deref().unwrap_or("");
                     if now.get(&e.path).and_then(|c| c.target.as_deref()) != Some(target) {
                         let _ = ws.remove_file(p);
-                        ws.symlink(target, p)
+                        ws.symlink_contents(target, p)
                             .map_err(io(format!("linking {:?}", e.path)))?;
                     }
                 }
@@ -466,8 +531,7 @@ impl Store {
                     let hash = e.sha256.as_deref().unwrap_or("");
                     let unchanged = now.get(&e.path).is_some_and(|c| {
                         c.size == e.size
-                            && ws
-                                .open(p)
+                            && crate::wsfs::open_read(ws, p)
                                 .ok()
                                 .and_then(|mut f| hash_file(&mut f).ok())
                                 .is_some_and(|(h, _)| h == hash)
@@ -475,12 +539,7 @@ impl Store {
                     if !unchanged {
                         let data = std::fs::read(self.blob(hash))
                             .map_err(io(format!("reading blob {hash}")))?;
-                        let tmp = format!("{}.warden-restore", e.path);
-                        let mut f = ws
-                            .open_with(
-                                &tmp,
-                                OpenOptions::new().write(true).create(true).truncate(true),
-                            )
+                        let (mut f, tmp) = crate::wsfs::create_temp(ws, p)
                             .map_err(io(format!("writing {:?}", e.path)))?;
                         f.write_all(&data)
                             .and_then(|()| f.sync_data())

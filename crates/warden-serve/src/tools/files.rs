@@ -410,7 +410,7 @@ pub(super) async fn read_all(cx: &CallContext, path: &str, max: u64) -> Result<V
         let rel = relative(&path)?;
         check_extension(&profile, &path)?;
         let io = |e| PathError::io(&path, e);
-        let f = dir.open(&rel).map_err(io)?;
+        let f = crate::wsfs::open_read(&dir, &rel).map_err(io)?;
         let mut buf = Vec::new();
         f.take(max + 1).read_to_end(&mut buf).map_err(io)?;
         if buf.len() as u64 > max {
@@ -447,15 +447,8 @@ fn read(dir: &Dir, profile: &Profile, a: ReadArgs) -> Result<Value, ToolError> {
     let rel = relative(&a.path)?;
     check_extension(profile, &a.path)?;
     let io = |e| PathError::io(&a.path, e);
-    let mut f = dir.open(&rel).map_err(io)?;
+    let mut f = crate::wsfs::open_read(dir, &rel).map_err(io)?;
     let meta = f.metadata().map_err(io)?;
-    if meta.is_dir() {
-        return Err(PathError::Io {
-            path: a.path.clone(),
-            source: std::io::Error::other("is a directory"),
-        }
-        .into());
-    }
     let size = meta.len();
     let length = a
         .length
@@ -518,9 +511,7 @@ fn write(dir: &Dir, profile: &Profile, a: WriteArgs) -> Result<Value, ToolError>
                     limit: max,
                 });
             }
-            let mut f = dir
-                .open_with(&rel, OpenOptions::new().append(true).create(true))
-                .map_err(io)?;
+            let mut f = crate::wsfs::open_append(dir, &rel).map_err(io)?;
             f.write_all(&data).map_err(io)?;
         }
         "create" => {
@@ -530,20 +521,14 @@ fn write(dir: &Dir, profile: &Profile, a: WriteArgs) -> Result<Value, ToolError>
             f.write_all(&data).map_err(io)?;
         }
         _ => {
-            // Atomic replace: a temporary sibling, written and synced, then renamed over.
-            let name = rel.file_name().and_then(|n| n.to_str()).unwrap_or("file");
-            let tmp = rel.with_file_name(format!(".{name}.warden-tmp"));
-            let mut f = dir
-                .open_with(
-                    &tmp,
-                    OpenOptions::new().write(true).create(true).truncate(true),
-                )
-                .map_err(io)?;
-            f.write_all(&data)
-                .and_then(|()| f.sync_data())
-                .map_err(io)?;
+            // Atomic replace: a fresh, uniquely named sibling, written and synced, renamed over.
+            let (mut f, tmp) = crate::wsfs::create_temp(dir, &rel).map_err(io)?;
+            let written = f.write_all(&data).and_then(|()| f.sync_data());
             drop(f);
-            dir.rename(&tmp, dir, &rel).map_err(io)?;
+            if let Err(e) = written.and_then(|()| dir.rename(&tmp, dir, &rel)) {
+                let _ = dir.remove_file(&tmp);
+                return Err(io(e).into());
+            }
         }
     }
     let size = dir.metadata(&rel).map(|m| m.len()).map_err(io)?;
