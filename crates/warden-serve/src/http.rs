@@ -55,14 +55,11 @@ pub(crate) async fn serve(config: Config, opts: HttpOptions) -> Result<(), Serve
     if !addr.ip().is_loopback() && token.is_none() {
         return Err(ServeError::PublicWithoutToken(addr));
     }
-    let mut hosts = vec![
+    let hosts = vec![
         "localhost".to_owned(),
         "127.0.0.1".to_owned(),
         "::1".to_owned(),
     ];
-    if !addr.ip().is_loopback() {
-        hosts.push(addr.ip().to_string());
-    }
     // The server's own loopback origins (nothing else is served there), then the operator's.
     let port = addr.port();
     let mut origins: Vec<String> = ["127.0.0.1", "localhost", "[::1]"]
@@ -70,10 +67,14 @@ pub(crate) async fn serve(config: Config, opts: HttpOptions) -> Result<(), Serve
         .map(|h| format!("http://{h}:{port}"))
         .collect();
     origins.extend(config.http.allowed_origins.iter().cloned());
-    let http_config = StreamableHttpServerConfig::default()
+    let mut http_config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(hosts)
         .with_allowed_origins(origins)
         .enforce_origin_validation();
+    if !addr.ip().is_loopback() {
+        // Reached under any name; the bearer token (required here) is what keeps browsers out.
+        http_config = http_config.disable_allowed_hosts();
+    }
     let shared = Shared::new(config, opts.helper)?;
     let audit_owner = shared.clone();
     let service = StreamableHttpService::new(

@@ -43,6 +43,15 @@ impl Metrics {
             }
             s.durations_ms.push_back(duration_ms);
         }
+        const KINDS: [&str; 6] = [
+            "memory",
+            "pids",
+            "wall_time",
+            "cpu_time",
+            "output",
+            "file_size",
+        ];
+        let limit_hit = limit_hit.filter(|k| KINDS.contains(k));
         if let (Some(kind), Ok(mut limits)) = (limit_hit, self.limits.lock()) {
             *limits.entry(kind.to_owned()).or_default() += 1;
         }

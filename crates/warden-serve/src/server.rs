@@ -135,7 +135,19 @@ impl WardenServer {
             cancel,
             call_id: shared.call_id(),
         };
-        let result = tools::call(name, args, &cx).await;
+        // Jailed tools stop at their own wall-time limit; this deadline bounds the ones that run
+        // in the server (files, snapshots, validation) too.
+        let deadline = Duration::from_secs_f64(shared.config.profile.max_timeout_s + 10.0);
+        let result = match tokio::time::timeout(deadline, tools::call(name, args, &cx)).await {
+            Ok(r) => r,
+            Err(_) => {
+                cx.cancel.cancel();
+                Err(ToolError::Unavailable(format!(
+                    "the call took longer than {} s",
+                    deadline.as_secs()
+                )))
+            }
+        };
         watch.abort();
         result
     }
@@ -156,7 +168,6 @@ impl WardenServer {
             "uptime_s": shared.started.elapsed().as_secs(),
             "calls": tools,
             "limits_hit": limits,
-            "audit_log": shared.audit.path(),
         })
     }
 
@@ -182,6 +193,16 @@ impl WardenServer {
 }
 
 impl ServerHandler for WardenServer {
+    /// Only versions with an initialize handshake: they have sessions, and a session is what owns
+    /// a workspace (the stateless 2026-07-28 lifecycle would give every request a fresh one).
+    fn supported_protocol_versions(
+        &self,
+    ) -> std::borrow::Cow<'static, [rmcp::model::ProtocolVersion]> {
+        std::borrow::Cow::Borrowed(rmcp::model::ProtocolVersion::known_up_to(
+            &rmcp::model::ProtocolVersion::LATEST_WITH_INITIALIZE,
+        ))
+    }
+
     fn get_info(&self) -> ServerConfig {
         // Logging is deprecated in the newest protocol revision but part of those clients use.
         #[allow(deprecated)]
@@ -192,6 +213,7 @@ impl ServerHandler for WardenServer {
             .enable_prompts()
             .build();
         ServerConfig::new(caps)
+            .with_protocol_version(rmcp::model::ProtocolVersion::LATEST_WITH_INITIALIZE)
             .with_server_info(
                 Implementation::new("warden", env!("CARGO_PKG_VERSION"))
                     .with_title("Warden sandbox"),
@@ -254,7 +276,7 @@ impl ServerHandler for WardenServer {
             "arguments": logged_args,
             "outcome": match &result {
                 Ok(v) => json!({ "ok": true, "exit_code": v.get("exit_code") }),
-                Err(e) => json!({ "ok": false, "error": e.kind(), "message": e.to_string() }),
+                Err(e) => json!({ "ok": false, "error": e.kind(), "message": elide(&json!(e.to_string())) }),
             },
             "duration_ms": duration_ms,
             "limit_hit": limit_hit,
@@ -313,7 +335,11 @@ impl ServerHandler for WardenServer {
                 "status",
                 "Profile, limits, workspace, call counts.",
             ),
-            r(AUDIT_URI, "audit", "The last 100 tool calls."),
+            r(
+                AUDIT_URI,
+                "audit",
+                "This session's recent tool calls (of the server's last 100).",
+            ),
             r(
                 SCHEMAS_URI,
                 "schemas",
@@ -334,7 +360,15 @@ impl ServerHandler for WardenServer {
     ) -> Result<ReadResourceResponse, McpError> {
         let body = match request.uri.as_str() {
             STATUS_URI => self.status(),
-            AUDIT_URI => Value::Array(self.shared().audit.recent()),
+            // This session's calls only: other sessions' arguments are not ours to see.
+            AUDIT_URI => Value::Array(
+                self.shared()
+                    .audit
+                    .recent()
+                    .into_iter()
+                    .filter(|e| e["session"] == self.session.id.as_str())
+                    .collect(),
+            ),
             SCHEMAS_URI => json!(tools::schema_names(
                 self.shared().config.schemas_dir.as_deref()
             )),

@@ -4,7 +4,8 @@
 //!
 //! The `csv` crate handles quoting and embedded newlines; a UTF-8 BOM is stripped; input larger
 //! than the profile's file limit is refused before it is read. Rows are streamed, errors are
-//! capped, and the regexes come from the caller but are compiled with size limits.
+//! capped, and the regexes come from the caller but are compiled with a size limit (256 KiB
+//! each, at most 32 of them); matching is linear in the cell's length.
 
 use std::collections::BTreeMap;
 
@@ -17,6 +18,10 @@ use crate::state::CallContext;
 
 /// Errors reported per call, at most.
 const MAX_ERRORS: usize = 500;
+/// Compiled size of one column regex, at most (the crate's default is 10 MiB).
+const REGEX_SIZE_LIMIT: usize = 256 << 10;
+/// Columns with a regex rule, at most.
+const MAX_REGEX_COLUMNS: usize = 32;
 
 pub(super) fn spec(profile: &Profile) -> Spec {
     Spec {
@@ -124,7 +129,10 @@ fn bad_arg(path: &str, message: String) -> ToolError {
 fn compile(name: &str, c: Column) -> Result<Rule, ToolError> {
     let regex = match (c.kind.as_str(), c.pattern) {
         ("regex", Some(p)) => Some(
-            regex_lite::Regex::new(&format!("^(?:{p})$"))
+            regex_lite::RegexBuilder::new(&format!("^(?:{p})$"))
+                .size_limit(REGEX_SIZE_LIMIT)
+                .nest_limit(50)
+                .build()
                 .map_err(|e| bad_arg(&format!("/columns/{name}/pattern"), e.to_string()))?,
         ),
         ("regex", None) => {
@@ -282,6 +290,12 @@ pub(super) async fn validate_csv(args: Value, cx: &CallContext) -> Result<Value,
         .as_deref()
         .and_then(|d| d.bytes().next())
         .unwrap_or(b',');
+    if a.columns.values().filter(|c| c.kind == "regex").count() > MAX_REGEX_COLUMNS {
+        return Err(bad_arg(
+            "/columns",
+            format!("at most {MAX_REGEX_COLUMNS} regex columns"),
+        ));
+    }
     let mut rules = BTreeMap::new();
     for (name, c) in a.columns {
         let rule = compile(&name, c)?;

@@ -158,10 +158,6 @@ struct PythonArgs {
     timeout_s: Option<f64>,
 }
 
-fn program_name(p: &str) -> &str {
-    p.rsplit('/').next().unwrap_or(p)
-}
-
 /// Run `argv` in the jail under `policy`, killing it if the call is cancelled.
 async fn jailed(
     cx: &CallContext,
@@ -220,9 +216,13 @@ pub(super) async fn run_command(args: Value, cx: &CallContext) -> Result<Value, 
         }
         (None, Some(argv)) => {
             if let Some(list) = allowed {
-                let name = program_name(&argv[0]);
-                if !list.iter().any(|p| p == name) {
-                    return Err(ToolError::NotAllowed(format!("program {name:?}")));
+                // A bare name, looked up in the jail's PATH (system directories only): a path
+                // would let a copy in the workspace pose as an allowed program.
+                let name = &argv[0];
+                if name.contains('/') || !list.iter().any(|p| p == name) {
+                    return Err(ToolError::NotAllowed(format!(
+                        "program {name:?} (give an allowed name without a path)"
+                    )));
                 }
             }
             argv
@@ -286,16 +286,24 @@ pub(super) async fn run_python(args: Value, cx: &CallContext) -> Result<Value, T
     let o = outcome?;
     tracing::debug!(ms = started.elapsed().as_millis(), "run_python");
     let mut stderr = String::from_utf8_lossy(&o.stderr).into_owned();
-    let mut extra = json!({});
+    let mut extra = serde_json::Map::new();
     if let Some(at) = stderr.rfind(&marker) {
         let payload = stderr[at + marker.len()..].trim().to_owned();
-        stderr.truncate(at.saturating_sub(1).min(stderr.len()));
-        if let Ok(v) = serde_json::from_str::<Value>(&payload) {
+        // `at` is a char boundary (the marker starts with an ASCII byte); drop the newline the
+        // bootstrap put before it, if that is what precedes it.
+        let cut = if stderr[..at].ends_with('\n') {
+            at - 1
+        } else {
+            at
+        };
+        stderr.truncate(cut);
+        if let Ok(Value::Object(v)) = serde_json::from_str::<Value>(&payload) {
             if let Some(found) = v.get("precheck") {
                 let list: Vec<String> = found
                     .as_array()
                     .into_iter()
                     .flatten()
+                    .take(50)
                     .map(|f| {
                         format!(
                             "{} at line {} column {}",
@@ -310,12 +318,17 @@ pub(super) async fn run_python(args: Value, cx: &CallContext) -> Result<Value, T
                     list.join(", ")
                 )));
             }
-            extra = v;
+            // Only these come from the program; everything else is measured by the server.
+            for key in ["result", "result_repr"] {
+                if let Some(v) = v.get(key) {
+                    extra.insert(key.to_owned(), v.clone());
+                }
+            }
         }
     }
     let mut out = result_json(&o, String::from_utf8_lossy(&o.stdout).into_owned(), stderr);
-    if let (Some(obj), Some(e)) = (out.as_object_mut(), extra.as_object()) {
-        obj.extend(e.clone());
+    if let Some(obj) = out.as_object_mut() {
+        obj.extend(extra);
     }
     Ok(out)
 }

@@ -98,6 +98,9 @@ const fn libc_exdev() -> i32 {
     18
 }
 
+/// Entries `file_list` looks at, at most, whatever its pattern matches.
+const MAX_VISITED: usize = 100_000;
+
 /// Check a path argument: relative, no `..`, no NUL.
 fn relative(path: &str) -> Result<PathBuf, PathError> {
     let p = Path::new(path);
@@ -580,27 +583,37 @@ fn list(dir: &Dir, a: ListArgs) -> Result<Value, ToolError> {
     };
     let mut entries = Vec::new();
     let mut truncated = false;
-    let mut stack: Vec<(Dir, PathBuf)> = vec![(root, PathBuf::new())];
-    while let Some((d, prefix)) = stack.pop() {
+    let mut visited = 0usize;
+    // Paths, not open directories, wait on the stack: a wide tree must not exhaust our
+    // descriptors. Every directory is reopened beneath `root` without following links.
+    let mut stack: Vec<PathBuf> = vec![PathBuf::new()];
+    'walk: while let Some(prefix) = stack.pop() {
+        let d = if prefix.as_os_str().is_empty() {
+            root.try_clone()
+        } else {
+            cap_fs_ext::DirExt::open_dir_nofollow(&root, &prefix)
+        };
+        let Ok(d) = d else { continue };
         let iter = d.entries().map_err(|e| PathError::io(base, e))?;
         let mut names: Vec<_> = iter.flatten().collect();
         names.sort_by_key(|e| e.file_name());
         for e in names {
+            visited += 1;
+            if visited > MAX_VISITED {
+                truncated = true;
+                break 'walk;
+            }
             let name = PathBuf::from(e.file_name());
             let sub = prefix.join(&name);
             let Ok(meta) = e.metadata() else { continue };
             let ft = meta.file_type();
-            if a.recursive
-                && ft.is_dir()
-                && !ft.is_symlink()
-                && let Ok(child) = e.open_dir()
-            {
-                stack.push((child, sub.clone()));
+            if a.recursive && ft.is_dir() && !ft.is_symlink() {
+                stack.push(sub.clone());
             }
             if glob.is_match(&sub) {
                 if entries.len() == max {
                     truncated = true;
-                    break;
+                    break 'walk;
                 }
                 let shown = if rel == Path::new(".") {
                     sub.clone()
@@ -614,9 +627,6 @@ fn list(dir: &Dir, a: ListArgs) -> Result<Value, ToolError> {
                     "modified_unix": modified(&meta),
                 }));
             }
-        }
-        if truncated {
-            break;
         }
     }
     Ok(json!({ "entries": entries, "truncated": truncated }))

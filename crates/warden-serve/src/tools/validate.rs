@@ -1,7 +1,7 @@
 //! `validate_json`: data against an inline JSON Schema or a named one from the operator's
 //! schema folder (drafts 2020-12 and 7, chosen by `$schema`; 2020-12 when absent), every error
-//! with its instance path and schema path. Schemas never fetch anything: `$ref`s to other
-//! documents resolve only within the folder, never over the network.
+//! with its instance path and schema path. Schemas never fetch anything: the validator is built
+//! without a resolver, so a `$ref` to another document is an error, not a download.
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -112,18 +112,34 @@ pub(super) async fn validate_json(args: Value, cx: &CallContext) -> Result<Value
             message: format!("not a valid JSON Schema: {e}"),
         }])
     })?;
-    let mut errors = Vec::new();
-    let mut count = 0usize;
-    for e in validator.iter_errors(&a.data) {
-        count += 1;
-        if errors.len() < MAX_ERRORS {
-            errors.push(json!({
-                "instance_path": e.instance_path().to_string(),
-                "schema_path": e.schema_path().to_string(),
-                "message": e.to_string(),
-            }));
+    let data = a.data;
+    // Off the async workers: a large document or schema takes real CPU.
+    let (errors, count) = tokio::task::spawn_blocking(move || {
+        let mut errors = Vec::new();
+        let mut count = 0usize;
+        for e in validator.iter_errors(&data) {
+            count += 1;
+            if errors.len() < MAX_ERRORS {
+                let mut message = e.to_string();
+                if message.len() > 1000 {
+                    let mut cut = 1000;
+                    while !message.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    message.truncate(cut);
+                    message.push('…');
+                }
+                errors.push(json!({
+                    "instance_path": e.instance_path().to_string(),
+                    "schema_path": e.schema_path().to_string(),
+                    "message": message,
+                }));
+            }
         }
-    }
+        (errors, count)
+    })
+    .await
+    .map_err(|e| ToolError::Internal(e.to_string()))?;
     Ok(json!({
         "valid": count == 0,
         "error_count": count,

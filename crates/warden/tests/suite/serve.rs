@@ -482,6 +482,20 @@ fn locked_down_profile_allowlists_and_limits() {
         )),
         "not_allowed"
     );
+    // A copy in the workspace named like an allowed program is not that program.
+    call(r#"{"name":"file_write","arguments":{"path":"echo.txt","content":"x"}}"#);
+    assert_eq!(
+        kind(&call(
+            r#"{"name":"run_command","arguments":{"argv":["/workspace/echo"]}}"#
+        )),
+        "not_allowed"
+    );
+    assert_eq!(
+        kind(&call(
+            r#"{"name":"run_command","arguments":{"argv":["./echo"]}}"#
+        )),
+        "not_allowed"
+    );
     assert_eq!(
         kind(&call(
             r#"{"name":"run_command","arguments":{"command":"echo hi"}}"#
