@@ -144,6 +144,14 @@ impl Shared {
     }
 }
 
+/// Create `dir` (and parents) and make it accessible to root only: workspaces and snapshot
+/// stores below it hold the sessions' data.
+fn private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+}
+
 /// One client session.
 #[derive(Debug)]
 pub struct Session {
@@ -182,7 +190,9 @@ impl Session {
                 } else {
                     shared.workspace_root().join(&self.id)
                 };
-                std::fs::create_dir_all(&path)
+                let root = shared.workspace_root();
+                private_dir(&root)
+                    .and_then(|()| std::fs::create_dir_all(&path))
                     .map(|()| path)
                     .map_err(|e| format!("creating the workspace: {e}"))
             })

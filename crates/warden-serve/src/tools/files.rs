@@ -170,6 +170,19 @@ fn make_parents(dir: &Dir, rel: &Path, shown: &str) -> Result<(), PathError> {
     Ok(())
 }
 
+/// With an extension allowlist, a name is not enough: `a.txt -> key.pem` would read `key.pem`.
+/// So the final component may not be a symlink then.
+fn check_not_link(profile: &Profile, dir: &Dir, rel: &Path, shown: &str) -> Result<(), PathError> {
+    if profile.allowed_extensions.is_some()
+        && dir
+            .symlink_metadata(rel)
+            .is_ok_and(|m| m.file_type().is_symlink())
+    {
+        return Err(PathError::Extension(shown.to_owned()));
+    }
+    Ok(())
+}
+
 fn workspace(cx: &CallContext) -> Result<Dir, ToolError> {
     let path = cx.session.workspace()?;
     Dir::open_ambient_dir(&path, ambient_authority())
@@ -412,6 +425,7 @@ pub(super) async fn read_all(cx: &CallContext, path: &str, max: u64) -> Result<V
     tokio::task::spawn_blocking(move || {
         let rel = relative(&path)?;
         check_extension(&profile, &path)?;
+        check_not_link(&profile, &dir, &rel, &path)?;
         let io = |e| PathError::io(&path, e);
         let f = crate::wsfs::open_read(&dir, &rel).map_err(io)?;
         let mut buf = Vec::new();
@@ -449,6 +463,7 @@ pub(super) async fn call(name: &str, args: Value, cx: &CallContext) -> Result<Va
 fn read(dir: &Dir, profile: &Profile, a: ReadArgs) -> Result<Value, ToolError> {
     let rel = relative(&a.path)?;
     check_extension(profile, &a.path)?;
+    check_not_link(profile, dir, &rel, &a.path)?;
     let io = |e| PathError::io(&a.path, e);
     let mut f = crate::wsfs::open_read(dir, &rel).map_err(io)?;
     let meta = f.metadata().map_err(io)?;
@@ -678,6 +693,7 @@ fn delete(dir: &Dir, a: PathArgs) -> Result<Value, ToolError> {
 fn rename(dir: &Dir, profile: &Profile, a: MoveArgs) -> Result<Value, ToolError> {
     let from = relative(&a.source)?;
     let to = relative(&a.destination)?;
+    check_extension(profile, &a.source)?;
     check_extension(profile, &a.destination)?;
     dir.symlink_metadata(&from)
         .map_err(|e| PathError::io(&a.source, e))?;

@@ -59,20 +59,31 @@ pub(super) fn spec(name: &str) -> Option<Spec> {
     }
 }
 
-/// Bytes used by files under `path` (not following symlinks), bounded in entries visited.
+/// Bytes used by files under `path`, walked beneath a descriptor of it without following
+/// symlinks (sandboxed code may swap a directory for a link mid-walk), bounded in entries.
 pub fn tree_bytes(path: &std::path::Path) -> u64 {
+    use cap_fs_ext::DirExt;
+    let Ok(root) = cap_std::fs::Dir::open_ambient_dir(path, cap_std::ambient_authority()) else {
+        return 0;
+    };
     let mut total = 0;
-    let mut stack = vec![path.to_owned()];
+    let mut stack = vec![std::path::PathBuf::new()];
     let mut visited = 0usize;
-    while let Some(p) = stack.pop() {
-        for e in std::fs::read_dir(&p).into_iter().flatten().flatten() {
+    while let Some(rel) = stack.pop() {
+        let dir = if rel.as_os_str().is_empty() {
+            root.try_clone()
+        } else {
+            root.open_dir_nofollow(&rel)
+        };
+        let Ok(dir) = dir else { continue };
+        for e in dir.entries().into_iter().flatten().flatten() {
             visited += 1;
             if visited > 100_000 {
                 return total;
             }
             if let Ok(m) = e.metadata() {
                 if m.is_dir() {
-                    stack.push(e.path());
+                    stack.push(rel.join(e.file_name()));
                 } else {
                     total += m.len();
                 }
