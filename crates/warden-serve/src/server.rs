@@ -283,7 +283,11 @@ impl ServerHandler for WardenServer {
         }));
         Ok(match result {
             Ok(v) => CallToolResult::structured(v),
-            Err(e) => CallToolResult::structured_error(e.to_json()),
+            // Text only: clients validate `structuredContent` against the output schema even on
+            // errors (the TypeScript SDK does), and an error does not have the result's shape.
+            Err(e) => CallToolResult::error(vec![rmcp::model::ContentBlock::text(
+                e.to_json().to_string(),
+            )]),
         }
         .into())
     }

@@ -469,7 +469,7 @@ fn locked_down_profile_allowlists_and_limits() {
     let mut call = |args: &str| {
         id += 1;
         let v = request(&mut stdin, &mut stdout, id, "tools/call", args);
-        v["result"]["structuredContent"].clone()
+        tool_result(&v)
     };
     let kind = |v: &serde_json::Value| v["error"]["kind"].as_str().unwrap_or("").to_owned();
     assert_eq!(
@@ -592,10 +592,7 @@ fn named_schemas_and_the_snapshot_store_limit() {
         "tools/call",
         r#"{"name":"validate_json","arguments":{"data":1,"schema_name":"../etc/passwd"}}"#,
     );
-    assert_eq!(
-        v["result"]["structuredContent"]["error"]["kind"], "invalid_arguments",
-        "{v}"
-    );
+    assert_eq!(tool_result(&v)["error"]["kind"], "invalid_arguments", "{v}");
     // 30 KB then 40 KB: the first blob fits, the second does not; nothing may stay behind.
     request(
         &mut stdin,
@@ -611,10 +608,7 @@ fn named_schemas_and_the_snapshot_store_limit() {
         "tools/call",
         r#"{"name":"snapshot_create","arguments":{}}"#,
     );
-    assert_eq!(
-        v["result"]["structuredContent"]["error"]["kind"], "too_large",
-        "{v}"
-    );
+    assert_eq!(tool_result(&v)["error"]["kind"], "too_large", "{v}");
     let v = request(
         &mut stdin,
         &mut stdout,
@@ -633,4 +627,15 @@ fn named_schemas_and_the_snapshot_store_limit() {
     );
     drop(stdin);
     child.wait().unwrap();
+}
+
+/// A tool call's result: its structured content, or for an error the JSON in its text (errors
+/// carry no structuredContent, which would not match the tool's output schema).
+fn tool_result(v: &serde_json::Value) -> serde_json::Value {
+    if v["result"]["isError"] == true {
+        assert!(v["result"].get("structuredContent").is_none(), "{v}");
+        serde_json::from_str(v["result"]["content"][0]["text"].as_str().unwrap()).unwrap()
+    } else {
+        v["result"]["structuredContent"].clone()
+    }
 }
