@@ -1,0 +1,135 @@
+//! Collecting events: sequential ids, times since the start of the run, the attribution window
+//! open when each event happened, and a cap.
+//!
+//! The caller opens and closes named windows (`install`, `startup`, `tool_call:<id>`); every
+//! event recorded while a window is open carries its name in `triggered_by`. Windows do not nest:
+//! opening one closes the previous. Past the cap, events are counted and dropped, never stored,
+//! so a flood from a sandboxed program cannot grow the recorder without bound.
+
+use std::time::Instant;
+
+use serde_json::Value;
+
+use crate::{Event, EventKind};
+
+/// A named attribution window.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Window {
+    /// Installing the package.
+    Install,
+    /// Starting the server, up to its first answer.
+    Startup,
+    /// One tool call, by the harness's call id.
+    ToolCall(String),
+}
+
+impl Window {
+    /// The name used in `triggered_by`.
+    pub fn name(&self) -> String {
+        match self {
+            Window::Install => "install".into(),
+            Window::Startup => "startup".into(),
+            Window::ToolCall(id) => format!("tool_call:{id}"),
+        }
+    }
+}
+
+/// Collects the events of one run.
+#[derive(Debug)]
+pub struct Recorder {
+    started: Instant,
+    cap: usize,
+    events: Vec<Event>,
+    dropped: u64,
+    window: Option<String>,
+}
+
+impl Recorder {
+    /// A recorder keeping at most `cap` events.
+    pub fn new(cap: usize) -> Recorder {
+        Recorder {
+            started: Instant::now(),
+            cap,
+            events: Vec::new(),
+            dropped: 0,
+            window: None,
+        }
+    }
+
+    /// Open `w` (closing any open window).
+    pub fn open(&mut self, w: &Window) {
+        self.window = Some(w.name());
+    }
+
+    /// Close the open window.
+    pub fn close(&mut self) {
+        self.window = None;
+    }
+
+    /// Record an event; returns its id, or `None` when the cap dropped it.
+    pub fn record(&mut self, kind: EventKind, pid: Option<i32>, data: Value) -> Option<u64> {
+        if self.events.len() >= self.cap {
+            self.dropped += 1;
+            return None;
+        }
+        let id = self.events.len() as u64 + 1;
+        let t_ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.events.push(Event {
+            id,
+            t_ms,
+            kind,
+            pid,
+            triggered_by: self.window.clone(),
+            data,
+        });
+        Some(id)
+    }
+
+    /// Events dropped at the cap.
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
+    /// The events, in order.
+    pub fn events(&self) -> &[Event] {
+        &self.events
+    }
+
+    /// Take the events out.
+    pub fn into_events(self) -> (Vec<Event>, u64) {
+        (self.events, self.dropped)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn ids_windows_and_the_cap() {
+        let mut r = Recorder::new(3);
+        assert_eq!(
+            r.record(EventKind::SandboxStarted, None, json!({})),
+            Some(1)
+        );
+        r.open(&Window::ToolCall("7".into()));
+        assert_eq!(
+            r.record(EventKind::ProcessSpawn, Some(2), json!({"argv": ["sh"]})),
+            Some(2)
+        );
+        r.open(&Window::Startup);
+        r.record(EventKind::FileOpen, Some(2), json!({}));
+        r.close();
+        assert_eq!(r.record(EventKind::NetDns, None, json!({})), None);
+        assert_eq!(r.dropped(), 1);
+        let e = r.events();
+        assert_eq!(e[0].triggered_by, None);
+        assert_eq!(e[1].triggered_by.as_deref(), Some("tool_call:7"));
+        assert_eq!(e[2].triggered_by.as_deref(), Some("startup"));
+        assert!(
+            e.windows(2)
+                .all(|w| w[0].t_ms <= w[1].t_ms && w[0].id + 1 == w[1].id)
+        );
+    }
+}
