@@ -188,8 +188,17 @@ pub fn run(mut launch: Launch) -> ! {
     let filtered = nix::sys::prctl::set_no_new_privs()
         .map_err(|e| SetupFailure::errno(Stage::Seccomp, "PR_SET_NO_NEW_PRIVS", e))
         .and_then(|()| {
-            crate::seccomp::install(&launch.seccomp)
-                .map_err(|e| SetupFailure::plain(Stage::Seccomp, e.to_string()))
+            if !launch.policy.trace {
+                return crate::seccomp::install(&launch.seccomp)
+                    .map_err(|e| SetupFailure::plain(Stage::Seccomp, e.to_string()));
+            }
+            // Tracing: the notifications go to the supervisor, which must have the listener
+            // before anything traced happens (our own next open included).
+            let listener = sys::seccomp_install_listener(&launch.seccomp).map_err(|e| {
+                SetupFailure::errno(Stage::Seccomp, "installing the traced filter", e)
+            })?;
+            crate::protocol::send_fd(&launch.sync, &listener)
+                .map_err(|e| SetupFailure::errno(Stage::Seccomp, "handing the listener over", e))
         });
     if let Err(f) = filtered {
         report(&launch.status, &StatusMessage::Failed(f));

@@ -33,6 +33,7 @@ mod spawn;
 mod stdio;
 mod supervisor;
 mod sys;
+mod trace;
 
 pub use error::{JailError, SetupFailure, Stage};
 pub use outcome::{Enforcement, LandlockReport, LimitKind, Mechanism, Outcome, Usage};

@@ -88,7 +88,7 @@ pub struct Usage {
 }
 
 /// How a jailed run ended.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Outcome {
     /// Exit code of the command, if it exited.
     pub exit_code: Option<i32>,
@@ -118,6 +118,16 @@ pub struct Outcome {
     pub usage: Usage,
     /// Which mechanisms enforced what.
     pub enforcement: Enforcement,
+    /// What the tree did, when the policy asked for tracing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<warden_events::Event>,
+    /// Events dropped at the cap.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub events_dropped: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Outcome {

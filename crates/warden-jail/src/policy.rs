@@ -185,6 +185,9 @@ pub struct Policy {
     pub uid: u32,
     /// Group id the command runs as inside the jail.
     pub gid: u32,
+    /// Observe what the tree does (process starts, file opens, deletes and renames,
+    /// connections) through seccomp user notification; the outcome then carries the events.
+    pub trace: bool,
 }
 
 impl Default for Policy {
@@ -230,6 +233,7 @@ impl Default for Policy {
             hostname: "warden".to_owned(),
             uid: 1000,
             gid: 1000,
+            trace: false,
         }
     }
 }

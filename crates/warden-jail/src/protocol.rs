@@ -14,7 +14,7 @@ use crate::error::SetupFailure;
 use crate::outcome::LandlockReport;
 
 /// Largest JSON frame accepted (policies, outcomes).
-pub const MAX_JSON_FRAME: u32 = 1 << 20;
+pub const MAX_JSON_FRAME: u32 = 16 << 20;
 
 /// Write one frame.
 pub fn write_frame(w: &mut impl Write, bytes: &[u8]) -> io::Result<()> {
@@ -142,4 +142,47 @@ pub fn recv_handoff(
     }
     let handoff = serde_json::from_slice(&body[..len]).map_err(|_| nix::errno::Errno::EBADMSG)?;
     Ok((handoff, fds))
+}
+
+/// Send one descriptor (with a one-byte message) on a `SOCK_SEQPACKET` socket.
+pub fn send_fd(
+    sock: &std::os::fd::OwnedFd,
+    fd: &std::os::fd::OwnedFd,
+) -> Result<(), nix::errno::Errno> {
+    use nix::sys::socket::{ControlMessage, MsgFlags, UnixAddr, sendmsg};
+    use std::os::fd::AsRawFd;
+    let raw = [fd.as_raw_fd()];
+    let iov = [std::io::IoSlice::new(b"L")];
+    sendmsg::<UnixAddr>(
+        sock.as_raw_fd(),
+        &iov,
+        &[ControlMessage::ScmRights(&raw)],
+        MsgFlags::empty(),
+        None,
+    )?;
+    Ok(())
+}
+
+/// Receive what [`send_fd`] sent.
+pub fn recv_fd(sock: &std::os::fd::OwnedFd) -> Result<std::os::fd::OwnedFd, nix::errno::Errno> {
+    use nix::sys::socket::{ControlMessageOwned, MsgFlags, UnixAddr, recvmsg};
+    use std::os::fd::AsRawFd;
+    let mut byte = [0u8; 1];
+    let mut space = nix::cmsg_space!([std::os::fd::RawFd; 1]);
+    let mut iov = [std::io::IoSliceMut::new(&mut byte)];
+    let msg = recvmsg::<UnixAddr>(
+        sock.as_raw_fd(),
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::MSG_CMSG_CLOEXEC,
+    )?;
+    for c in msg.cmsgs()? {
+        if let ControlMessageOwned::ScmRights(list) = c {
+            return crate::sys::adopt_received(list)
+                .into_iter()
+                .next()
+                .ok_or(nix::errno::Errno::EBADMSG);
+        }
+    }
+    Err(nix::errno::Errno::EPIPE)
 }

@@ -89,9 +89,15 @@ fn set_nonblocking(fd: &OwnedFd) -> Result<(), JailError> {
     Ok(())
 }
 
+/// Events kept per run, at most (the rest are counted).
+const MAX_EVENTS: usize = 20_000;
+
 /// The supervisor's side of a started jail.
 struct Running {
     init: Pid,
+    /// Where the seccomp listener arrives (tracing only).
+    listener_source: Option<OwnedFd>,
+    tracer: Option<crate::trace::Tracer>,
     pidfd: OwnedFd,
     status: OwnedFd,
     stdout: Option<Output>,
@@ -159,7 +165,7 @@ fn start(req: &Request) -> Result<Running, JailError> {
     let ids = idmap::plan(policy.uid, policy.gid);
     let phase = |name: &str| log_phase(started, name);
     phase("ids");
-    let program = seccomp::program()
+    let program = seccomp::program(policy.trace)
         .map_err(|e| JailError::Setup(SetupFailure::plain(Stage::Seccomp, e.to_string())))?;
     let argv = cstrings(req.argv.iter().cloned())?;
     let env = cstrings(policy.env.iter().map(|(k, v)| format!("{k}={v}")))?;
@@ -259,7 +265,8 @@ fn start(req: &Request) -> Result<Running, JailError> {
     phase("cloned");
     let mut cgroup = RunCgroup::default();
     let handed = hand_over(init_pid, &ids, policy, &sync_w, &mut cgroup, started);
-    drop(sync_w);
+    // With tracing the init sends the seccomp listener back on this socket.
+    let listener_source = policy.trace.then_some(sync_w);
     let pidfd = handed.and_then(|()| {
         sys::pidfd_open(init_pid).map_err(|e| {
             HandOver::InitGone(SetupFailure::errno(Stage::Supervisor, "pidfd_open", e))
@@ -288,6 +295,8 @@ fn start(req: &Request) -> Result<Running, JailError> {
     };
     Ok(Running {
         init: init_pid,
+        listener_source,
+        tracer: None,
         pidfd,
         status: status_r,
         stdout,
@@ -473,6 +482,16 @@ fn watch(
             PollFlags::POLLOUT,
         );
         let life_i = push_fd(&mut fds, lifeline, PollFlags::POLLIN);
+        let src_l = push_fd(
+            &mut fds,
+            r.listener_source.as_ref().map(|f| f.as_fd()),
+            PollFlags::POLLIN,
+        );
+        let notif_i = push_fd(
+            &mut fds,
+            r.tracer.as_ref().map(|t| t.fd()),
+            PollFlags::POLLIN,
+        );
         let sig_i = push_fd(&mut fds, Some(sfd.as_fd()), PollFlags::POLLIN);
         match poll(&mut fds, PollTimeout::from(ms)) {
             Ok(_) | Err(Errno::EINTR) => {}
@@ -493,7 +512,17 @@ fn watch(
             ready(life_i),
             ready(sig_i),
         );
+        let (src_l, notif_r) = (ready(src_l), ready(notif_i));
         drop(fds);
+        if src_l && let Some(sock) = r.listener_source.take() {
+            match crate::protocol::recv_fd(&sock) {
+                Ok(listener) => r.tracer = Some(crate::trace::Tracer::new(listener, MAX_EVENTS)),
+                Err(e) => tracing::warn!(error = %e, "no seccomp listener from the init"),
+            }
+        }
+        if notif_r && let Some(t) = r.tracer.as_mut() {
+            t.handle_one();
+        }
         let cap = limits.output_bytes;
         let mut over = false;
         if out_r && let Some(o) = r.stdout.as_mut() {
@@ -604,6 +633,22 @@ fn finish(
             _ => None,
         }),
     };
+    let (events, events_dropped) = match r.tracer.take() {
+        Some(t) => {
+            let mut rec = t.recorder;
+            if let Some(kind) = limit_hit {
+                rec.record(
+                    warden_events::EventKind::SandboxLimitHit,
+                    None,
+                    serde_json::json!({ "limit": kind }),
+                );
+            }
+            let data = serde_json::json!({ "exit_code": exit_code, "signal": signal, "duration_ms": duration_ms });
+            rec.record(warden_events::EventKind::SandboxExited, None, data);
+            rec.into_events()
+        }
+        None => (Vec::new(), 0),
+    };
     let (out, err) = (r.stdout.take(), r.stderr.take());
     let parts = |o: Option<Output>| {
         o.map_or((Vec::new(), 0, false), |o| {
@@ -630,6 +675,8 @@ fn finish(
             cpu_time_ms: counters.cpu_ns.map(|ns| ns / 1_000_000),
         },
         enforcement,
+        events,
+        events_dropped,
     })
 }
 

@@ -444,3 +444,78 @@ pub fn std_fd(fd: RawFd) -> BorrowedFd<'static> {
     // supervisor never closes its own.
     unsafe { BorrowedFd::borrow_raw(fd) }
 }
+
+/// Install a seccomp program that may answer `SECCOMP_RET_USER_NOTIF`, returning the listener
+/// descriptor on which the notifications arrive.
+pub fn seccomp_install_listener(program: &[libc::sock_filter]) -> Result<OwnedFd, Errno> {
+    let len = u16::try_from(program.len()).map_err(|_| Errno::E2BIG)?;
+    let prog = libc::sock_fprog {
+        len,
+        filter: program.as_ptr().cast_mut(),
+    };
+    // SAFETY: `prog` points into `program`, which outlives the call; the kernel copies the
+    // filter and returns a new descriptor that nothing else owns.
+    fd_result(unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
+            &prog as *const libc::sock_fprog,
+        )
+    })
+}
+
+/// One seccomp user notification: a stopped syscall of a sandboxed task.
+#[derive(Debug, Clone, Copy)]
+pub struct Notification {
+    /// The notification's id (valid until answered or the task dies).
+    pub id: u64,
+    /// The task, as a pid of the supervisor's pid namespace.
+    pub pid: i32,
+    /// Syscall number.
+    pub nr: i64,
+    /// Raw arguments.
+    pub args: [u64; 6],
+}
+
+/// Receive one notification (blocks until one is pending; poll the listener first).
+pub fn notif_recv(listener: BorrowedFd<'_>) -> Result<Notification, Errno> {
+    // SAFETY: all-zero is a valid `seccomp_notif`, and the kernel requires it zeroed.
+    let mut n: libc::seccomp_notif = unsafe { std::mem::zeroed() };
+    // SAFETY: RECV fills `n`, a valid, writable `seccomp_notif`.
+    let ret = unsafe { libc::ioctl(listener.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_RECV, &mut n) };
+    unit_result(libc::c_long::from(ret))?;
+    Ok(Notification {
+        id: n.id,
+        pid: libc::pid_t::try_from(n.pid).unwrap_or(-1),
+        nr: i64::from(n.data.nr),
+        args: n.data.args,
+    })
+}
+
+/// Whether notification `id` is still pending (its task has not died and been replaced): what
+/// was read from the task's memory before this check can be trusted as belonging to it.
+pub fn notif_id_valid(listener: BorrowedFd<'_>, id: u64) -> bool {
+    // SAFETY: ID_VALID reads the u64 behind the pointer, which outlives the call.
+    let ret = unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_ID_VALID,
+            &id,
+        )
+    };
+    ret == 0
+}
+
+/// Let the notified syscall run as if it had not been stopped.
+pub fn notif_continue(listener: BorrowedFd<'_>, id: u64) -> Result<(), Errno> {
+    let resp = libc::seccomp_notif_resp {
+        id,
+        val: 0,
+        error: 0,
+        flags: u32::try_from(libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE).unwrap_or(1),
+    };
+    // SAFETY: SEND reads `resp`, a valid `seccomp_notif_resp` that outlives the call.
+    let ret = unsafe { libc::ioctl(listener.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_SEND, &resp) };
+    unit_result(libc::c_long::from(ret))
+}

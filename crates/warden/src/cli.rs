@@ -88,6 +88,10 @@ pub struct RunArgs {
     /// Print the structured outcome as JSON on stdout (output is captured into it).
     #[arg(long)]
     pub json: bool,
+    /// Trace what the command does (process starts, file opens/writes/deletes/renames,
+    /// connections) and write the events as JSON lines to FILE (`-`: stderr) when it ends.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<String>,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,

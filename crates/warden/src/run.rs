@@ -105,6 +105,9 @@ fn policy(args: &RunArgs) -> Result<Policy> {
             size_bytes,
         });
     }
+    if args.trace.is_some() {
+        p.trace = true;
+    }
     if args.net != "none" {
         bail!("--net {:?}: only `none` is supported", args.net);
     }
@@ -128,6 +131,28 @@ fn json_report(o: &Outcome) -> serde_json::Value {
         );
     }
     v
+}
+
+/// The events as JSON lines, to `dest` (`-`: stderr).
+fn write_trace(dest: &str, outcome: &Outcome) -> Result<()> {
+    use std::io::Write;
+    let mut text = Vec::new();
+    for e in &outcome.events {
+        serde_json::to_writer(&mut text, e)?;
+        text.push(b'\n');
+    }
+    if outcome.events_dropped > 0 {
+        eprintln!(
+            "warden: {} trace events dropped at the cap",
+            outcome.events_dropped
+        );
+    }
+    if dest == "-" {
+        std::io::stderr().write_all(&text)?;
+    } else {
+        std::fs::write(dest, &text).with_context(|| format!("--trace {dest:?}"))?;
+    }
+    Ok(())
 }
 
 fn exit_code(code: i32) -> ExitCode {
@@ -165,6 +190,9 @@ fn run(args: &RunArgs) -> Result<i32> {
         stdin: Vec::new(),
     };
     let outcome = warden_jail::supervise(&req, None)?;
+    if let Some(dest) = &args.trace {
+        write_trace(dest, &outcome)?;
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&json_report(&outcome))?);
     } else if let Some(kind) = outcome.limit_hit {

@@ -29,6 +29,8 @@ pub enum Action {
     Errno(u16),
     /// Kill the whole process.
     KillProcess,
+    /// Stop the task and notify the supervisor's listener (which lets it continue).
+    UserNotif,
 }
 
 impl Action {
@@ -37,6 +39,7 @@ impl Action {
             Action::Allow => 0x7fff_0000,
             Action::Errno(e) => 0x0005_0000 | u32::from(e),
             Action::KillProcess => 0x8000_0000,
+            Action::UserNotif => 0x7fc0_0000,
         }
     }
 }

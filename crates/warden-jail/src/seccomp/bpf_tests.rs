@@ -188,7 +188,7 @@ fn binary_search_dispatch_finds_every_syscall() {
 
 #[test]
 fn real_filter_blocks_and_allows_through_the_tree() {
-    let prog = crate::seccomp::program().unwrap();
+    let prog = crate::seccomp::program(false).unwrap();
     let getppid = || {
         // SAFETY: integer-only syscall.
         errno_of(unsafe { libc::syscall(libc::SYS_getppid) })

@@ -250,9 +250,39 @@ fn privilege_bit_rules() -> Vec<Rule> {
 /// The bit of `O_TMPFILE` that is not `O_DIRECTORY` (`__O_TMPFILE`).
 const O_TMPFILE_BIT: u32 = 0o20_000_000;
 
-/// Assemble the jail's filter.
-pub fn program() -> Result<Vec<libc::sock_filter>, SeccompError> {
-    Ok(bpf::assemble(&deny_rules(), Action::Allow)?)
+/// Syscalls the tracer observes (through user notification; they then run unchanged).
+pub fn traced_syscalls() -> Vec<i64> {
+    let mut v = vec![
+        libc::SYS_execve,
+        libc::SYS_execveat,
+        libc::SYS_openat,
+        libc::SYS_unlinkat,
+        libc::SYS_renameat,
+        libc::SYS_renameat2,
+        libc::SYS_connect,
+    ];
+    #[cfg(target_arch = "x86_64")]
+    v.extend([
+        libc::SYS_open,
+        libc::SYS_creat,
+        libc::SYS_unlink,
+        libc::SYS_rename,
+    ]);
+    v
+}
+
+/// Assemble the jail's filter; with `trace`, the observed syscalls notify the supervisor once
+/// every deny rule has had its say (rules for one syscall are tried in order).
+pub fn program(trace: bool) -> Result<Vec<libc::sock_filter>, SeccompError> {
+    let mut rules = deny_rules();
+    if trace {
+        rules.extend(traced_syscalls().into_iter().map(|nr| Rule {
+            nr,
+            conds: Vec::new(),
+            action: Action::UserNotif,
+        }));
+    }
+    Ok(bpf::assemble(&rules, Action::Allow)?)
 }
 
 /// Install `program` (built before the fork) on the calling thread. no_new_privs must be set.

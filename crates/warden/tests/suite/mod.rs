@@ -4,3 +4,4 @@ mod jail_api;
 mod limits;
 mod run_cli;
 mod serve;
+mod trace;

@@ -1,0 +1,221 @@
+//! The tracer: turns the jail's seccomp user notifications into [`Event`]s.
+//!
+//! Each notification stops one syscall of one task. The tracer reads the syscall's arguments
+//! from the task (`/proc/<pid>/mem`), checks that the notification is still valid — so what was
+//! read belongs to that task and not to whatever reused its pid — records the event, and lets
+//! the syscall continue unchanged. These reads are evidence, never enforcement: a task could
+//! change its memory between our read and the kernel's, and enforcement stays with the jail's
+//! own layers (the deny rules come before the notification in the filter).
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::FileExt;
+
+use serde_json::{Value, json};
+use warden_events::{EventKind, Recorder};
+
+use crate::sys;
+
+/// Bytes read for one path or argument, at most.
+const MAX_STRING: usize = 4096;
+/// Arguments of an exec recorded, at most.
+const MAX_ARGV: usize = 64;
+
+/// Decodes and answers notifications.
+#[derive(Debug)]
+pub struct Tracer {
+    listener: OwnedFd,
+    /// The events so far.
+    pub recorder: Recorder,
+}
+
+fn read_mem(pid: i32, addr: u64, len: usize) -> Option<Vec<u8>> {
+    let f = std::fs::File::open(format!("/proc/{pid}/mem")).ok()?;
+    let mut buf = vec![0u8; len];
+    let n = f.read_at(&mut buf, addr).ok()?;
+    buf.truncate(n);
+    Some(buf)
+}
+
+fn read_cstr(pid: i32, addr: u64) -> Option<String> {
+    if addr == 0 {
+        return None;
+    }
+    let bytes = read_mem(pid, addr, MAX_STRING)?;
+    let end = bytes.iter().position(|b| *b == 0).unwrap_or(bytes.len());
+    Some(String::from_utf8_lossy(&bytes[..end]).into_owned())
+}
+
+fn read_argv(pid: i32, addr: u64) -> Vec<String> {
+    let Some(ptrs) = read_mem(pid, addr, MAX_ARGV * 8) else {
+        return Vec::new();
+    };
+    ptrs.chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+        .take_while(|p| *p != 0)
+        .filter_map(|p| read_cstr(pid, p))
+        .collect()
+}
+
+/// The task's pid inside the jail (the last `NSpid` entry), for the event.
+fn inner_pid(pid: i32) -> Option<i32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("NSpid:"))
+        .and_then(|v| v.split_whitespace().last())
+        .and_then(|v| v.parse().ok())
+}
+
+/// A path argument, resolved against the task's working directory or `dirfd` when relative.
+fn path_arg(pid: i32, dirfd: Option<u64>, addr: u64) -> Option<String> {
+    let p = read_cstr(pid, addr)?;
+    if p.starts_with('/') {
+        return Some(p);
+    }
+    // `int` arguments: the kernel reads the low 32 bits, and so do we.
+    let base = match dirfd.map(low_i32) {
+        None | Some(libc::AT_FDCWD) => std::fs::read_link(format!("/proc/{pid}/cwd")).ok(),
+        Some(fd) => std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).ok(),
+    };
+    Some(match base {
+        Some(b) => b.join(&p).to_string_lossy().into_owned(),
+        None => p,
+    })
+}
+
+fn sockaddr(pid: i32, addr: u64, len: u64) -> Value {
+    let len = usize::try_from(len.min(128)).unwrap_or(0);
+    let Some(b) = read_mem(pid, addr, len).filter(|b| b.len() >= 2) else {
+        return json!({});
+    };
+    let family = i32::from(u16::from_le_bytes([b[0], b[1]]));
+    let port = |b: &[u8]| b.get(2..4).map(|p| u16::from_be_bytes([p[0], p[1]]));
+    match family {
+        libc::AF_INET if b.len() >= 8 => json!({
+            "family": "inet",
+            "address": std::net::Ipv4Addr::new(b[4], b[5], b[6], b[7]).to_string(),
+            "port": port(&b),
+        }),
+        libc::AF_INET6 if b.len() >= 24 => {
+            let mut a = [0u8; 16];
+            a.copy_from_slice(&b[8..24]);
+            json!({ "family": "inet6", "address": std::net::Ipv6Addr::from(a).to_string(), "port": port(&b) })
+        }
+        libc::AF_UNIX => {
+            let raw = &b[2..];
+            let (abs, name) = if raw.first() == Some(&0) {
+                (true, &raw[1..])
+            } else {
+                (false, raw)
+            };
+            let end = if abs {
+                name.len()
+            } else {
+                name.iter().position(|c| *c == 0).unwrap_or(name.len())
+            };
+            json!({ "family": "unix", "path": String::from_utf8_lossy(&name[..end]), "abstract": abs })
+        }
+        other => json!({ "family": other }),
+    }
+}
+
+/// The low 32 bits of a syscall argument, as the `int` the kernel reads.
+#[allow(clippy::cast_possible_truncation)]
+fn low_i32(v: u64) -> i32 {
+    (v as u32).cast_signed()
+}
+
+fn open_event(flags: u64) -> (EventKind, Value) {
+    let flags = low_i32(flags);
+    let acc = flags & libc::O_ACCMODE;
+    let create = flags & libc::O_CREAT != 0;
+    let access = match acc {
+        libc::O_WRONLY => "write",
+        libc::O_RDWR => "read_write",
+        _ => "read",
+    };
+    let kind = if acc == libc::O_RDONLY && !create {
+        EventKind::FileOpen
+    } else {
+        EventKind::FileWrite
+    };
+    (kind, json!({ "access": access, "create": create }))
+}
+
+impl Tracer {
+    /// A tracer reading `listener`, keeping at most `cap` events.
+    pub fn new(listener: OwnedFd, cap: usize) -> Tracer {
+        Tracer {
+            listener,
+            recorder: Recorder::new(cap),
+        }
+    }
+
+    /// The listener, to poll.
+    pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.listener.as_fd()
+    }
+
+    /// Handle one pending notification (call when the listener polled readable).
+    pub fn handle_one(&mut self) {
+        let Ok(n) = sys::notif_recv(self.listener.as_fd()) else {
+            return;
+        };
+        let (pid, a) = (n.pid, n.args);
+        let decoded: Option<(EventKind, Value)> = match n.nr {
+            nr if nr == libc::SYS_execve => Some((
+                EventKind::ProcessSpawn,
+                json!({ "path": path_arg(pid, None, a[0]), "argv": read_argv(pid, a[1]) }),
+            )),
+            nr if nr == libc::SYS_execveat => Some((
+                EventKind::ProcessSpawn,
+                json!({ "path": path_arg(pid, Some(a[0]), a[1]), "argv": read_argv(pid, a[2]) }),
+            )),
+            nr if nr == libc::SYS_openat => {
+                let (kind, mut d) = open_event(a[2]);
+                d["path"] = json!(path_arg(pid, Some(a[0]), a[1]));
+                Some((kind, d))
+            }
+            nr if nr == libc::SYS_unlinkat => Some((
+                EventKind::FileDelete,
+                json!({ "path": path_arg(pid, Some(a[0]), a[1]) }),
+            )),
+            nr if nr == libc::SYS_renameat || nr == libc::SYS_renameat2 => Some((
+                EventKind::FileRename,
+                json!({ "from": path_arg(pid, Some(a[0]), a[1]), "to": path_arg(pid, Some(a[2]), a[3]) }),
+            )),
+            nr if nr == libc::SYS_connect => {
+                Some((EventKind::NetConnect, sockaddr(pid, a[1], a[2])))
+            }
+            #[cfg(target_arch = "x86_64")]
+            nr if nr == libc::SYS_open => {
+                let (kind, mut d) = open_event(a[1]);
+                d["path"] = json!(path_arg(pid, None, a[0]));
+                Some((kind, d))
+            }
+            #[cfg(target_arch = "x86_64")]
+            nr if nr == libc::SYS_creat => Some((
+                EventKind::FileWrite,
+                json!({ "path": path_arg(pid, None, a[0]), "access": "write", "create": true }),
+            )),
+            #[cfg(target_arch = "x86_64")]
+            nr if nr == libc::SYS_unlink => Some((
+                EventKind::FileDelete,
+                json!({ "path": path_arg(pid, None, a[0]) }),
+            )),
+            #[cfg(target_arch = "x86_64")]
+            nr if nr == libc::SYS_rename => Some((
+                EventKind::FileRename,
+                json!({ "from": path_arg(pid, None, a[0]), "to": path_arg(pid, None, a[1]) }),
+            )),
+            _ => None,
+        };
+        // Only what still belongs to this notification is evidence.
+        let valid = sys::notif_id_valid(self.listener.as_fd(), n.id);
+        let inner = inner_pid(pid);
+        let _ = sys::notif_continue(self.listener.as_fd(), n.id);
+        if let (true, Some((kind, data))) = (valid, decoded) {
+            self.recorder.record(kind, inner, data);
+        }
+    }
+}

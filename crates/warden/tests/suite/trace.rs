@@ -1,0 +1,125 @@
+//! `warden run --trace`: events from seccomp user notification, checked field by field, absent
+//! when nothing happened, and with every deny rule still in force while tracing.
+
+use super::common::*;
+
+fn trace(cmd: &str) -> (Run, Vec<serde_json::Value>) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("events.jsonl");
+    let r = warden(&[
+        "run",
+        "--trace",
+        file.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        cmd,
+    ]);
+    let text = std::fs::read_to_string(&file).unwrap_or_default();
+    let events = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (r, events)
+}
+
+fn find<'a>(
+    events: &'a [serde_json::Value],
+    kind: &str,
+    pred: impl Fn(&serde_json::Value) -> bool,
+) -> Option<&'a serde_json::Value> {
+    events
+        .iter()
+        .find(|e| e["kind"] == kind && pred(&e["data"]))
+}
+
+#[test]
+fn processes_files_deletes_renames_and_connections_are_traced() {
+    let cmd = "cat /etc/hostname >/dev/null; echo hi > f; mv f g; rm g; \
+               python3 -c 'import socket\ntry: socket.create_connection((\"127.0.0.1\", 9), 1)\nexcept OSError: pass'";
+    let (r, ev) = trace(cmd);
+    assert_eq!(r.status, 0, "{r:?}");
+    let cat = find(&ev, "process.spawn", |d| {
+        d["argv"] == serde_json::json!(["cat", "/etc/hostname"])
+    })
+    .expect("cat spawn");
+    assert_eq!(cat["data"]["path"], "/usr/bin/cat");
+    assert!(cat["pid"].as_i64().unwrap() > 1 && cat["id"].as_u64().unwrap() > 0);
+    let open = find(&ev, "file.open", |d| d["path"] == "/etc/hostname").expect("open");
+    assert_eq!(open["data"]["access"], "read");
+    assert!(open["t_ms"].is_u64());
+    let write = find(&ev, "file.write", |d| d["path"] == "/workspace/f").expect("write");
+    assert_eq!(write["data"]["create"], true);
+    let mv = find(&ev, "file.rename", |d| d["from"] == "/workspace/f").expect("rename");
+    assert_eq!(mv["data"]["to"], "/workspace/g");
+    assert!(find(&ev, "file.delete", |d| d["path"] == "/workspace/g").is_some());
+    let conn = find(&ev, "net.connect", |d| d["port"] == 9).expect("connect");
+    assert_eq!(conn["data"]["address"], "127.0.0.1");
+    assert_eq!(conn["data"]["family"], "inet");
+    let last = ev.last().unwrap();
+    assert_eq!(last["kind"], "sandbox.exited");
+    assert_eq!(last["data"]["exit_code"], 0);
+    let ids: Vec<u64> = ev.iter().map(|e| e["id"].as_u64().unwrap()).collect();
+    assert!(
+        ids.windows(2).all(|w| w[1] == w[0] + 1),
+        "ids are sequential"
+    );
+}
+
+#[test]
+fn nothing_happening_means_no_such_event() {
+    let (_r, ev) = trace("true");
+    assert!(find(&ev, "net.connect", |_| true).is_none());
+    assert!(find(&ev, "file.delete", |_| true).is_none());
+    assert!(find(&ev, "file.rename", |_| true).is_none());
+    assert!(
+        find(&ev, "file.write", |d| d["path"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("/workspace"))
+        .is_none()
+    );
+    // Without --trace there are no events at all.
+    let v = run_json(&[], &["true"]);
+    assert!(v.get("events").is_none(), "{v}");
+}
+
+#[test]
+fn limits_are_traced() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("events.jsonl");
+    let r = warden(&[
+        "run",
+        "--timeout",
+        "1",
+        "--trace",
+        file.to_str().unwrap(),
+        "--",
+        "sleep",
+        "10",
+    ]);
+    assert_eq!(r.status, 137);
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        text.contains(r#""kind":"sandbox.limit_hit""#) && text.contains(r#""limit":"wall_time""#),
+        "{text}"
+    );
+}
+
+#[test]
+fn deny_rules_still_apply_while_tracing() {
+    // The namespace and setuid attacks of the battery, traced: every check must still be stopped.
+    for name in ["namespaces", "setuid_create"] {
+        let ws = workspace_with(name);
+        let r = warden(&[
+            "run",
+            "--trace",
+            "/dev/null",
+            "--workspace",
+            ws.path().to_str().unwrap(),
+            "--",
+            &format!("./{name}"),
+        ]);
+        assert_blocked(&r, 9);
+    }
+}
