@@ -97,7 +97,8 @@ struct Running {
     init: Pid,
     /// Where the seccomp listener arrives (tracing only).
     listener_source: Option<OwnedFd>,
-    tracer: Option<crate::trace::Tracer>,
+    tracer: Option<std::thread::JoinHandle<warden_events::Recorder>>,
+    tracer_stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     pidfd: OwnedFd,
     status: OwnedFd,
     stdout: Option<Output>,
@@ -297,6 +298,7 @@ fn start(req: &Request) -> Result<Running, JailError> {
         init: init_pid,
         listener_source,
         tracer: None,
+        tracer_stop: std::sync::Arc::default(),
         pidfd,
         status: status_r,
         stdout,
@@ -487,11 +489,7 @@ fn watch(
             r.listener_source.as_ref().map(|f| f.as_fd()),
             PollFlags::POLLIN,
         );
-        let notif_i = push_fd(
-            &mut fds,
-            r.tracer.as_ref().map(|t| t.fd()),
-            PollFlags::POLLIN,
-        );
+
         let sig_i = push_fd(&mut fds, Some(sfd.as_fd()), PollFlags::POLLIN);
         match poll(&mut fds, PollTimeout::from(ms)) {
             Ok(_) | Err(Errno::EINTR) => {}
@@ -512,16 +510,16 @@ fn watch(
             ready(life_i),
             ready(sig_i),
         );
-        let (src_l, notif_r) = (ready(src_l), ready(notif_i));
+        let src_l = ready(src_l);
         drop(fds);
         if src_l && let Some(sock) = r.listener_source.take() {
             match crate::protocol::recv_fd(&sock) {
-                Ok(listener) => r.tracer = Some(crate::trace::Tracer::new(listener, MAX_EVENTS)),
+                Ok(listener) => {
+                    let tracer = crate::trace::Tracer::new(listener, MAX_EVENTS);
+                    r.tracer = Some(tracer.spawn(r.tracer_stop.clone()));
+                }
                 Err(e) => tracing::warn!(error = %e, "no seccomp listener from the init"),
             }
-        }
-        if notif_r && let Some(t) = r.tracer.as_mut() {
-            t.handle_one();
         }
         let cap = limits.output_bytes;
         let mut over = false;
@@ -633,9 +631,10 @@ fn finish(
             _ => None,
         }),
     };
-    let (events, events_dropped) = match r.tracer.take() {
-        Some(t) => {
-            let mut rec = t.recorder;
+    r.tracer_stop
+        .store(true, std::sync::atomic::Ordering::Release);
+    let (events, events_dropped) = match r.tracer.take().and_then(|t| t.join().ok()) {
+        Some(mut rec) => {
             if let Some(kind) = limit_hit {
                 rec.record(
                     warden_events::EventKind::SandboxLimitHit,

@@ -20,20 +20,40 @@ const MAX_STRING: usize = 4096;
 /// Arguments of an exec recorded, at most.
 const MAX_ARGV: usize = 64;
 
+/// Tasks whose `/proc` handles are kept open, at most.
+const MAX_CACHED: usize = 512;
+
 /// Decodes and answers notifications.
 #[derive(Debug)]
 pub struct Tracer {
     listener: OwnedFd,
     /// The events so far.
     pub recorder: Recorder,
+    /// Per task (supervisor pid): its memory, opened once, and its pid inside the jail. A reused
+    /// pid is caught by the notification-id check, which comes after every read.
+    tasks: std::collections::HashMap<i32, Task>,
 }
 
-fn read_mem(pid: i32, addr: u64, len: usize) -> Option<Vec<u8>> {
-    let f = std::fs::File::open(format!("/proc/{pid}/mem")).ok()?;
-    let mut buf = vec![0u8; len];
-    let n = f.read_at(&mut buf, addr).ok()?;
-    buf.truncate(n);
-    Some(buf)
+#[derive(Debug)]
+struct Task {
+    mem: Option<std::fs::File>,
+    inner: Option<i32>,
+}
+
+thread_local! {
+    /// The memory of the task being decoded (set for the duration of one notification).
+    static CURRENT: std::cell::RefCell<Option<std::fs::File>> = const { std::cell::RefCell::new(None) };
+}
+
+fn read_mem(_pid: i32, addr: u64, len: usize) -> Option<Vec<u8>> {
+    CURRENT.with(|c| {
+        let c = c.borrow();
+        let f = c.as_ref()?;
+        let mut buf = vec![0u8; len];
+        let n = f.read_at(&mut buf, addr).ok()?;
+        buf.truncate(n);
+        Some(buf)
+    })
 }
 
 fn read_cstr(pid: i32, addr: u64) -> Option<String> {
@@ -148,12 +168,36 @@ impl Tracer {
         Tracer {
             listener,
             recorder: Recorder::new(cap),
+            tasks: std::collections::HashMap::new(),
         }
     }
 
-    /// The listener, to poll.
-    pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
-        self.listener.as_fd()
+    /// Answer notifications on a thread of its own until every traced task is gone (the
+    /// listener hangs up) or `stop` is set; returns the events. The supervisor no longer forks
+    /// once the listener exists, so a second thread is safe there.
+    pub fn spawn(
+        mut self,
+        stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    ) -> std::thread::JoinHandle<Recorder> {
+        use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+        std::thread::spawn(move || {
+            loop {
+                let mut fds = [PollFd::new(self.listener.as_fd(), PollFlags::POLLIN)];
+                let ready = poll(&mut fds, PollTimeout::from(50u16));
+                let ev = fds[0].revents().unwrap_or(PollFlags::empty());
+                if ev.contains(PollFlags::POLLIN) {
+                    self.handle_one();
+                    continue;
+                }
+                let idle = matches!(ready, Ok(0));
+                if ev.intersects(PollFlags::POLLHUP | PollFlags::POLLERR | PollFlags::POLLNVAL)
+                    || (idle && stop.load(std::sync::atomic::Ordering::Acquire))
+                    || ready.is_err_and(|e| e != nix::errno::Errno::EINTR)
+                {
+                    return self.recorder;
+                }
+            }
+        })
     }
 
     /// Handle one pending notification (call when the listener polled readable).
@@ -162,6 +206,20 @@ impl Tracer {
             return;
         };
         let (pid, a) = (n.pid, n.args);
+        if self.tasks.len() > MAX_CACHED {
+            self.tasks.clear();
+        }
+        let task = self.tasks.entry(pid).or_insert_with(|| Task {
+            mem: std::fs::File::open(format!("/proc/{pid}/mem")).ok(),
+            inner: inner_pid(pid),
+        });
+        let inner = task.inner;
+        let mem = task.mem.as_ref().and_then(|f| f.try_clone().ok());
+        CURRENT.with(|c| *c.borrow_mut() = mem);
+        // An exec replaces the address space: later reads need a fresh handle.
+        if n.nr == libc::SYS_execve || n.nr == libc::SYS_execveat {
+            self.tasks.remove(&pid);
+        }
         let decoded: Option<(EventKind, Value)> = match n.nr {
             nr if nr == libc::SYS_execve => Some((
                 EventKind::ProcessSpawn,
@@ -210,9 +268,9 @@ impl Tracer {
             )),
             _ => None,
         };
+        CURRENT.with(|c| *c.borrow_mut() = None);
         // Only what still belongs to this notification is evidence.
         let valid = sys::notif_id_valid(self.listener.as_fd(), n.id);
-        let inner = inner_pid(pid);
         let _ = sys::notif_continue(self.listener.as_fd(), n.id);
         if let (true, Some((kind, data))) = (valid, decoded) {
             self.recorder.record(kind, inner, data);
