@@ -109,6 +109,16 @@ fn exec_program(launch: &Launch) -> (Errno, String) {
         let Ok(full) = CString::new(full) else {
             continue;
         };
+        // Look before leaping: one execve for the program found, not one per PATH entry (each
+        // attempt would be a separate event for a tracer).
+        match nix::unistd::access(full.as_c_str(), nix::unistd::AccessFlags::X_OK) {
+            Ok(()) => {}
+            Err(Errno::EACCES) => {
+                err = Errno::EACCES;
+                continue;
+            }
+            Err(_) => continue,
+        }
         match sys::execve(&full, &launch.argv, &launch.env) {
             Errno::ENOENT | Errno::ENOTDIR => {}
             Errno::EACCES => err = Errno::EACCES,
