@@ -92,36 +92,32 @@ pub struct Handoff {
 pub const MAX_HANDOFF_FDS: usize = 250;
 const MAX_HANDOFF_BYTES: usize = 1 << 16;
 
-/// Send `handoff` and `fds` as one record on a `SOCK_SEQPACKET` socket.
-pub fn send_handoff(
+/// Send `body` and `fds` as one record on a `SOCK_SEQPACKET` socket.
+fn send_record(
     sock: &std::os::fd::OwnedFd,
-    handoff: &Handoff,
-    fds: &[std::os::fd::OwnedFd],
+    body: &[u8],
+    fds: &[std::os::fd::RawFd],
 ) -> Result<(), nix::errno::Errno> {
     use nix::sys::socket::{ControlMessage, MsgFlags, UnixAddr, sendmsg};
     use std::os::fd::AsRawFd;
-    let body = serde_json::to_vec(handoff).map_err(|_| nix::errno::Errno::EINVAL)?;
-    if body.len() > MAX_HANDOFF_BYTES || fds.len() > MAX_HANDOFF_FDS {
-        return Err(nix::errno::Errno::E2BIG);
-    }
-    let raw: Vec<i32> = fds.iter().map(AsRawFd::as_raw_fd).collect();
-    let cmsgs = if raw.is_empty() {
+    let cmsgs = if fds.is_empty() {
         vec![]
     } else {
-        vec![ControlMessage::ScmRights(&raw)]
+        vec![ControlMessage::ScmRights(fds)]
     };
-    let iov = [std::io::IoSlice::new(&body)];
+    let iov = [std::io::IoSlice::new(body)];
     sendmsg::<UnixAddr>(sock.as_raw_fd(), &iov, &cmsgs, MsgFlags::empty(), None)?;
     Ok(())
 }
 
-/// Receive what [`send_handoff`] sent.
-pub fn recv_handoff(
+/// Receive one record of at most `max` bytes and its descriptors; EOF is `EPIPE`.
+fn recv_record(
     sock: &std::os::fd::OwnedFd,
-) -> Result<(Handoff, Vec<std::os::fd::OwnedFd>), nix::errno::Errno> {
+    max: usize,
+) -> Result<(Vec<u8>, Vec<std::os::fd::OwnedFd>), nix::errno::Errno> {
     use nix::sys::socket::{ControlMessageOwned, MsgFlags, UnixAddr, recvmsg};
     use std::os::fd::AsRawFd;
-    let mut body = vec![0u8; MAX_HANDOFF_BYTES];
+    let mut body = vec![0u8; max];
     let mut space = nix::cmsg_space!([std::os::fd::RawFd; MAX_HANDOFF_FDS]);
     let mut iov = [std::io::IoSliceMut::new(&mut body)];
     let msg = recvmsg::<UnixAddr>(
@@ -140,49 +136,45 @@ pub fn recv_handoff(
     if len == 0 {
         return Err(nix::errno::Errno::EPIPE);
     }
-    let handoff = serde_json::from_slice(&body[..len]).map_err(|_| nix::errno::Errno::EBADMSG)?;
+    body.truncate(len);
+    Ok((body, fds))
+}
+
+/// Send `handoff` and `fds` as one record.
+pub fn send_handoff(
+    sock: &std::os::fd::OwnedFd,
+    handoff: &Handoff,
+    fds: &[std::os::fd::OwnedFd],
+) -> Result<(), nix::errno::Errno> {
+    use std::os::fd::AsRawFd;
+    let body = serde_json::to_vec(handoff).map_err(|_| nix::errno::Errno::EINVAL)?;
+    if body.len() > MAX_HANDOFF_BYTES || fds.len() > MAX_HANDOFF_FDS {
+        return Err(nix::errno::Errno::E2BIG);
+    }
+    let raw: Vec<i32> = fds.iter().map(AsRawFd::as_raw_fd).collect();
+    send_record(sock, &body, &raw)
+}
+
+/// Receive what [`send_handoff`] sent.
+pub fn recv_handoff(
+    sock: &std::os::fd::OwnedFd,
+) -> Result<(Handoff, Vec<std::os::fd::OwnedFd>), nix::errno::Errno> {
+    let (body, fds) = recv_record(sock, MAX_HANDOFF_BYTES)?;
+    let handoff = serde_json::from_slice(&body).map_err(|_| nix::errno::Errno::EBADMSG)?;
     Ok((handoff, fds))
 }
 
-/// Send one descriptor (with a one-byte message) on a `SOCK_SEQPACKET` socket.
+/// Send one descriptor (with a one-byte message).
 pub fn send_fd(
     sock: &std::os::fd::OwnedFd,
     fd: &std::os::fd::OwnedFd,
 ) -> Result<(), nix::errno::Errno> {
-    use nix::sys::socket::{ControlMessage, MsgFlags, UnixAddr, sendmsg};
     use std::os::fd::AsRawFd;
-    let raw = [fd.as_raw_fd()];
-    let iov = [std::io::IoSlice::new(b"L")];
-    sendmsg::<UnixAddr>(
-        sock.as_raw_fd(),
-        &iov,
-        &[ControlMessage::ScmRights(&raw)],
-        MsgFlags::empty(),
-        None,
-    )?;
-    Ok(())
+    send_record(sock, b"L", &[fd.as_raw_fd()])
 }
 
 /// Receive what [`send_fd`] sent.
 pub fn recv_fd(sock: &std::os::fd::OwnedFd) -> Result<std::os::fd::OwnedFd, nix::errno::Errno> {
-    use nix::sys::socket::{ControlMessageOwned, MsgFlags, UnixAddr, recvmsg};
-    use std::os::fd::AsRawFd;
-    let mut byte = [0u8; 1];
-    let mut space = nix::cmsg_space!([std::os::fd::RawFd; 1]);
-    let mut iov = [std::io::IoSliceMut::new(&mut byte)];
-    let msg = recvmsg::<UnixAddr>(
-        sock.as_raw_fd(),
-        &mut iov,
-        Some(&mut space),
-        MsgFlags::MSG_CMSG_CLOEXEC,
-    )?;
-    for c in msg.cmsgs()? {
-        if let ControlMessageOwned::ScmRights(list) = c {
-            return crate::sys::adopt_received(list)
-                .into_iter()
-                .next()
-                .ok_or(nix::errno::Errno::EBADMSG);
-        }
-    }
-    Err(nix::errno::Errno::EPIPE)
+    let (_, fds) = recv_record(sock, 1)?;
+    fds.into_iter().next().ok_or(nix::errno::Errno::EBADMSG)
 }

@@ -276,24 +276,32 @@ pub fn close_range(first: u32, last: u32) -> Result<(), Errno> {
     unit_result(unsafe { libc::syscall(libc::SYS_close_range, first, last, 0u32) })
 }
 
-/// Install a seccomp BPF program for the calling thread (`SECCOMP_SET_MODE_FILTER`).
-/// Requires no_new_privs (or CAP_SYS_ADMIN).
-pub fn seccomp_install(program: &[libc::sock_filter]) -> Result<(), Errno> {
-    let len = u16::try_from(program.len()).map_err(|_| Errno::E2BIG)?;
+/// `seccomp(SECCOMP_SET_MODE_FILTER, flags, program)`; returns the syscall's value.
+fn seccomp_set_filter(program: &[libc::sock_filter], flags: libc::c_ulong) -> libc::c_long {
+    let Ok(len) = u16::try_from(program.len()) else {
+        Errno::E2BIG.set();
+        return -1;
+    };
     let prog = libc::sock_fprog {
         len,
         filter: program.as_ptr().cast_mut(),
     };
     // SAFETY: `prog` points into `program`, which outlives the call; the kernel copies the
     // filter before returning.
-    unit_result(unsafe {
+    unsafe {
         libc::syscall(
             libc::SYS_seccomp,
             libc::SECCOMP_SET_MODE_FILTER,
-            0u32,
+            flags,
             &prog as *const libc::sock_fprog,
         )
-    })
+    }
+}
+
+/// Install a seccomp BPF program for the calling thread. Requires no_new_privs (or
+/// CAP_SYS_ADMIN).
+pub fn seccomp_install(program: &[libc::sock_filter]) -> Result<(), Errno> {
+    unit_result(seccomp_set_filter(program, 0))
 }
 
 /// Drop `cap` from the bounding set.
@@ -448,21 +456,10 @@ pub fn std_fd(fd: RawFd) -> BorrowedFd<'static> {
 /// Install a seccomp program that may answer `SECCOMP_RET_USER_NOTIF`, returning the listener
 /// descriptor on which the notifications arrive.
 pub fn seccomp_install_listener(program: &[libc::sock_filter]) -> Result<OwnedFd, Errno> {
-    let len = u16::try_from(program.len()).map_err(|_| Errno::E2BIG)?;
-    let prog = libc::sock_fprog {
-        len,
-        filter: program.as_ptr().cast_mut(),
-    };
-    // SAFETY: `prog` points into `program`, which outlives the call; the kernel copies the
-    // filter and returns a new descriptor that nothing else owns.
-    fd_result(unsafe {
-        libc::syscall(
-            libc::SYS_seccomp,
-            libc::SECCOMP_SET_MODE_FILTER,
-            libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
-            &prog as *const libc::sock_fprog,
-        )
-    })
+    fd_result(seccomp_set_filter(
+        program,
+        libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
+    ))
 }
 
 /// One seccomp user notification: a stopped syscall of a sandboxed task.
