@@ -171,29 +171,13 @@ pub struct Profile {
     pub policy: Policy,
 }
 
-/// The validated configuration.
+/// The validated configuration: the file's settings (normalised) and the profile in force.
 #[derive(Debug, Clone)]
 pub struct Config {
     /// The profile in force.
     pub profile: Profile,
-    /// Where session workspaces go (`None`: a temporary directory of the server's).
-    pub workspace_root: Option<PathBuf>,
-    /// One workspace for all sessions.
-    pub shared_workspace: bool,
-    /// Calls at once.
-    pub max_concurrent_calls: usize,
-    /// Audit log path (`None`: in the state directory).
-    pub audit_log: Option<PathBuf>,
-    /// Audit rotation size.
-    pub audit_max_bytes: u64,
-    /// Rotated files kept.
-    pub audit_keep: u32,
-    /// Named schemas folder.
-    pub schemas_dir: Option<PathBuf>,
-    /// Snapshot store limit per workspace.
-    pub snapshots_max_bytes: u64,
-    /// HTTP settings.
-    pub http: HttpFile,
+    /// Everything else the file says (`settings.profiles` is what `profile` was chosen from).
+    pub settings: ConfigFile,
 }
 
 /// Tools of the built-in `code` profile.
@@ -260,18 +244,12 @@ impl ConfigFile {
             (None, None) => return Err(ConfigError::NoProfile(name)),
         };
         let profile = validate_profile(&name, file)?;
-        Ok(Config {
-            profile,
-            workspace_root: self.workspace_root,
-            shared_workspace: self.shared_workspace,
+        let settings = ConfigFile {
             max_concurrent_calls: self.max_concurrent_calls.max(1),
-            audit_log: self.audit_log,
             audit_max_bytes: self.audit_max_bytes.max(4096),
-            audit_keep: self.audit_keep,
-            schemas_dir: self.schemas_dir,
-            snapshots_max_bytes: self.snapshots_max_bytes,
-            http: self.http,
-        })
+            ..self
+        };
+        Ok(Config { profile, settings })
     }
 }
 

@@ -51,7 +51,12 @@ async fn require_token(token: Arc<String>, req: Request, next: Next) -> Response
 
 pub(crate) async fn serve(config: Config, opts: HttpOptions) -> Result<(), ServeError> {
     let addr = opts.addr;
-    let token = config.http.bearer_token.clone().filter(|t| !t.is_empty());
+    let token = config
+        .settings
+        .http
+        .bearer_token
+        .clone()
+        .filter(|t| !t.is_empty());
     if !addr.ip().is_loopback() && token.is_none() {
         return Err(ServeError::PublicWithoutToken(addr));
     }
@@ -66,7 +71,7 @@ pub(crate) async fn serve(config: Config, opts: HttpOptions) -> Result<(), Serve
         .iter()
         .map(|h| format!("http://{h}:{port}"))
         .collect();
-    origins.extend(config.http.allowed_origins.iter().cloned());
+    origins.extend(config.settings.http.allowed_origins.iter().cloned());
     let mut http_config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(hosts)
         .with_allowed_origins(origins)

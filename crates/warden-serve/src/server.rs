@@ -162,8 +162,8 @@ impl WardenServer {
             "limits": shared.config.profile.policy.limits,
             "timeouts_s": { "default": shared.config.profile.default_timeout_s,
                              "max": shared.config.profile.max_timeout_s },
-            "max_concurrent_calls": shared.config.max_concurrent_calls,
-            "workspace": { "shared": shared.config.shared_workspace,
+            "max_concurrent_calls": shared.config.settings.max_concurrent_calls,
+            "workspace": { "shared": shared.config.settings.shared_workspace,
                            "path_inside_sandbox": warden_jail::policy::WORKSPACE_MOUNT },
             "uptime_s": shared.started.elapsed().as_secs(),
             "calls": tools,
@@ -374,7 +374,7 @@ impl ServerHandler for WardenServer {
                     .collect(),
             ),
             SCHEMAS_URI => json!(tools::schema_names(
-                self.shared().config.schemas_dir.as_deref()
+                self.shared().config.settings.schemas_dir.as_deref()
             )),
             POLICY_URI => self.policy(),
             other => {

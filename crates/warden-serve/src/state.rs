@@ -86,11 +86,16 @@ impl Shared {
             .tempdir()
             .map_err(io(&std::env::temp_dir()))?;
         let audit_path = config
+            .settings
             .audit_log
             .clone()
             .unwrap_or_else(|| state_dir.path().join("audit.jsonl"));
-        let audit = Audit::open(&audit_path, config.audit_max_bytes, config.audit_keep)
-            .map_err(io(&audit_path))?;
+        let audit = Audit::open(
+            &audit_path,
+            config.settings.audit_max_bytes,
+            config.settings.audit_keep,
+        )
+        .map_err(io(&audit_path))?;
         let jail = match helper {
             Some(h) => Jail::with_helper(h),
             None => Jail::current_exe().map_err(StartError::Jail)?,
@@ -110,7 +115,7 @@ impl Shared {
             validators.insert(s.name, v);
         }
         Ok(Arc::new(Shared {
-            permits: Semaphore::new(config.max_concurrent_calls),
+            permits: Semaphore::new(config.settings.max_concurrent_calls),
             config,
             jail,
             audit,
@@ -133,6 +138,7 @@ impl Shared {
 
     fn workspace_root(&self) -> PathBuf {
         self.config
+            .settings
             .workspace_root
             .clone()
             .unwrap_or_else(|| self.state_dir.path().join("workspaces"))
@@ -182,7 +188,7 @@ impl Session {
         let shared = &self.shared;
         self.workspace
             .get_or_init(|| {
-                let path = if shared.config.shared_workspace {
+                let path = if shared.config.settings.shared_workspace {
                     shared
                         .shared_workspace
                         .get_or_init(|| shared.workspace_root().join("shared"))
@@ -208,7 +214,7 @@ impl Session {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         let root = self.shared.workspace_root().join(".snapshots").join(name);
-        crate::snapshots::Store::open(&root, self.shared.config.snapshots_max_bytes)
+        crate::snapshots::Store::open(&root, self.shared.config.settings.snapshots_max_bytes)
             .map_err(|e| ToolError::Internal(e.to_string()))
     }
 
@@ -221,7 +227,7 @@ impl Session {
 impl Drop for Session {
     fn drop(&mut self) {
         // A session's own workspace goes with it; a shared one stays for the others.
-        if !self.shared.config.shared_workspace
+        if !self.shared.config.settings.shared_workspace
             && let Some(Ok(path)) = self.workspace.get()
         {
             let _ = std::fs::remove_dir_all(path);

@@ -81,6 +81,7 @@ fn named_schema(cx: &CallContext, name: &str) -> Result<Value, ToolError> {
     let dir = cx
         .shared()
         .config
+        .settings
         .schemas_dir
         .as_ref()
         .ok_or_else(|| ToolError::Unavailable("the server has no schema folder".into()))?;
