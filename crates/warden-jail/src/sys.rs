@@ -516,3 +516,16 @@ pub fn notif_continue(listener: BorrowedFd<'_>, id: u64) -> Result<(), Errno> {
     let ret = unsafe { libc::ioctl(listener.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_SEND, &resp) };
     unit_result(libc::c_long::from(ret))
 }
+
+/// Fail the notified syscall with `errno`.
+pub fn notif_fail(listener: BorrowedFd<'_>, id: u64, errno: i32) -> Result<(), Errno> {
+    let resp = libc::seccomp_notif_resp {
+        id,
+        val: 0,
+        error: -errno,
+        flags: 0,
+    };
+    // SAFETY: SEND reads `resp`, a valid `seccomp_notif_resp` that outlives the call.
+    let ret = unsafe { libc::ioctl(listener.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_SEND, &resp) };
+    unit_result(libc::c_long::from(ret))
+}

@@ -32,6 +32,8 @@ pub struct Tracer {
     /// Per task (supervisor pid): its memory, opened once, and its pid inside the jail. A reused
     /// pid is caught by the notification-id check, which comes after every read.
     tasks: std::collections::HashMap<i32, Task>,
+    /// Syscalls observed (let through); any other notification is a denial.
+    observed: Vec<i64>,
 }
 
 #[derive(Debug)]
@@ -74,6 +76,61 @@ fn read_argv(pid: i32, addr: u64) -> Vec<String> {
         .take_while(|p| *p != 0)
         .filter_map(|p| read_cstr(pid, p))
         .collect()
+}
+
+/// Names of the syscalls the jail denies, for events.
+fn syscall_name(nr: i64) -> String {
+    let known: &[(i64, &str)] = &[
+        (libc::SYS_ptrace, "ptrace"),
+        (libc::SYS_process_vm_readv, "process_vm_readv"),
+        (libc::SYS_process_vm_writev, "process_vm_writev"),
+        (libc::SYS_pidfd_getfd, "pidfd_getfd"),
+        (libc::SYS_mount, "mount"),
+        (libc::SYS_umount2, "umount2"),
+        (libc::SYS_pivot_root, "pivot_root"),
+        (libc::SYS_chroot, "chroot"),
+        (libc::SYS_unshare, "unshare"),
+        (libc::SYS_setns, "setns"),
+        (libc::SYS_clone, "clone"),
+        (libc::SYS_clone3, "clone3"),
+        (libc::SYS_bpf, "bpf"),
+        (libc::SYS_perf_event_open, "perf_event_open"),
+        (libc::SYS_keyctl, "keyctl"),
+        (libc::SYS_add_key, "add_key"),
+        (libc::SYS_request_key, "request_key"),
+        (libc::SYS_userfaultfd, "userfaultfd"),
+        (libc::SYS_io_uring_setup, "io_uring_setup"),
+        (libc::SYS_io_uring_enter, "io_uring_enter"),
+        (libc::SYS_io_uring_register, "io_uring_register"),
+        (libc::SYS_open_tree, "open_tree"),
+        (libc::SYS_move_mount, "move_mount"),
+        (libc::SYS_fsopen, "fsopen"),
+        (libc::SYS_fsconfig, "fsconfig"),
+        (libc::SYS_fsmount, "fsmount"),
+        (libc::SYS_fspick, "fspick"),
+        (libc::SYS_mount_setattr, "mount_setattr"),
+        (libc::SYS_openat2, "openat2"),
+        (libc::SYS_kexec_load, "kexec_load"),
+        (libc::SYS_kexec_file_load, "kexec_file_load"),
+        (libc::SYS_init_module, "init_module"),
+        (libc::SYS_finit_module, "finit_module"),
+        (libc::SYS_delete_module, "delete_module"),
+        (libc::SYS_reboot, "reboot"),
+        (libc::SYS_personality, "personality"),
+        (libc::SYS_socket, "socket"),
+        (libc::SYS_socketpair, "socketpair"),
+        (libc::SYS_ioctl, "ioctl"),
+        (libc::SYS_fchmod, "fchmod"),
+        (libc::SYS_fchmodat, "fchmodat"),
+        (libc::SYS_mknodat, "mknodat"),
+        (libc::SYS_open_by_handle_at, "open_by_handle_at"),
+        (libc::SYS_syslog, "syslog"),
+        (libc::SYS_acct, "acct"),
+    ];
+    known
+        .iter()
+        .find(|(n, _)| *n == nr)
+        .map_or_else(|| format!("syscall_{nr}"), |(_, name)| (*name).to_owned())
 }
 
 /// The task's pid inside the jail (the last `NSpid` entry), for the event.
@@ -169,6 +226,7 @@ impl Tracer {
             listener,
             recorder: Recorder::new(cap),
             tasks: std::collections::HashMap::new(),
+            observed: crate::seccomp::traced_syscalls(),
         }
     }
 
@@ -206,6 +264,22 @@ impl Tracer {
             return;
         };
         let (pid, a) = (n.pid, n.args);
+        // A denial the filter handed to us: answer it exactly as the deny list would, then
+        // record the attempt. Never let it run.
+        if !self.observed.contains(&n.nr) {
+            let errno = crate::seccomp::denial_errno(n.nr).unwrap_or(libc::EPERM);
+            let inner = inner_pid(pid);
+            let _ = sys::notif_fail(self.listener.as_fd(), n.id, errno);
+            let data = json!({
+                "syscall": syscall_name(n.nr),
+                "nr": n.nr,
+                "args": &a[..3],
+                "errno": errno,
+                "by": "seccomp",
+            });
+            self.recorder.record(EventKind::SandboxDenied, inner, data);
+            return;
+        }
         if self.tasks.len() > MAX_CACHED {
             self.tasks.clear();
         }

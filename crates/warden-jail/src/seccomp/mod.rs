@@ -271,11 +271,28 @@ pub fn traced_syscalls() -> Vec<i64> {
     v
 }
 
+/// The errno the deny list answers for `nr`, if it denies it at all (every syscall's denials
+/// use one errno).
+pub fn denial_errno(nr: i64) -> Option<i32> {
+    deny_rules().into_iter().find_map(|r| match r.action {
+        Action::Errno(e) if r.nr == nr => Some(i32::from(e)),
+        _ => None,
+    })
+}
+
 /// Assemble the jail's filter; with `trace`, the observed syscalls notify the supervisor once
-/// every deny rule has had its say (rules for one syscall are tried in order).
+/// every deny rule has had its say (rules for one syscall are tried in order), and the denials
+/// of other syscalls become notifications too, which the tracer always answers with the same
+/// errno after recording the attempt (and which fail with ENOSYS if the tracer is gone).
 pub fn program(trace: bool) -> Result<Vec<libc::sock_filter>, SeccompError> {
     let mut rules = deny_rules();
     if trace {
+        let observed = traced_syscalls();
+        for r in &mut rules {
+            if matches!(r.action, Action::Errno(_)) && !observed.contains(&r.nr) {
+                r.action = Action::UserNotif;
+            }
+        }
         rules.extend(traced_syscalls().into_iter().map(|nr| Rule {
             nr,
             conds: Vec::new(),

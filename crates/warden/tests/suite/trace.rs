@@ -108,18 +108,68 @@ fn limits_are_traced() {
 
 #[test]
 fn deny_rules_still_apply_while_tracing() {
-    // The namespace and setuid attacks of the battery, traced: every check must still be stopped.
-    for name in ["namespaces", "setuid_create"] {
+    // Under tracing the denials go through the tracer (notify-then-deny): every attack program
+    // of the battery must still be stopped exactly as without it.
+    for (name, min_ok) in [
+        ("namespaces", 9),
+        ("setuid_create", 15),
+        ("kernel", 31),
+        ("sockets", 12),
+        ("mounts", 13),
+        ("tty", 8),
+        ("ptrace", 6),
+    ] {
         let ws = workspace_with(name);
-        let r = warden(&[
+        let args = [
             "run",
             "--trace",
             "/dev/null",
             "--workspace",
             ws.path().to_str().unwrap(),
             "--",
-            &format!("./{name}"),
-        ]);
-        assert_blocked(&r, 9);
+        ];
+        let mut argv = args.to_vec();
+        let prog = format!("./{name}");
+        argv.push(&prog);
+        assert_blocked(&warden(&argv), min_ok);
     }
+}
+
+#[test]
+fn denied_attempts_are_evidence() {
+    let ws = workspace_with("namespaces");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("events.jsonl");
+    let r = warden(&[
+        "run",
+        "--trace",
+        file.to_str().unwrap(),
+        "--workspace",
+        ws.path().to_str().unwrap(),
+        "--",
+        "./namespaces",
+    ]);
+    assert_blocked(&r, 9);
+    let ev: Vec<serde_json::Value> = std::fs::read_to_string(&file)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let denied = |syscall: &str| find(&ev, "sandbox.denied", |d| d["syscall"] == syscall);
+    let unshare = denied("unshare").expect("unshare denial recorded");
+    assert_eq!(unshare["data"]["errno"], libc_eperm());
+    assert_eq!(unshare["data"]["by"], "seccomp");
+    assert!(unshare["pid"].as_i64().unwrap() > 1);
+    assert_eq!(denied("clone3").expect("clone3")["data"]["errno"], 38);
+    assert!(denied("setns").is_some() && denied("clone").is_some());
+    // A plain fork is not a denial.
+    let clones = ev
+        .iter()
+        .filter(|e| e["data"]["syscall"] == "clone")
+        .count();
+    assert!(clones >= 2, "both CLONE_NEW* attempts: {clones}");
+}
+
+fn libc_eperm() -> i64 {
+    1
 }
