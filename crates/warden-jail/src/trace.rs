@@ -319,6 +319,14 @@ impl Tracer {
             nr if nr == libc::SYS_connect => {
                 Some((EventKind::NetConnect, sockaddr(pid, a[1], a[2])))
             }
+            nr if nr == libc::SYS_exit_group => {
+                // The status the process exits with (deaths by signal are reported for the
+                // command itself by `sandbox.exited`).
+                Some((
+                    EventKind::ProcessExit,
+                    json!({ "code": low_i32(a[0]) & 0xff }),
+                ))
+            }
             #[cfg(target_arch = "x86_64")]
             nr if nr == libc::SYS_open => {
                 let (kind, mut d) = open_event(a[1]);
@@ -346,7 +354,8 @@ impl Tracer {
         // Only what still belongs to this notification is evidence.
         let valid = sys::notif_id_valid(self.listener.as_fd(), n.id);
         let _ = sys::notif_continue(self.listener.as_fd(), n.id);
-        if let (true, Some((kind, data))) = (valid, decoded) {
+        // Pid 1 is the jail's own init (Warden, not the subject).
+        if let (true, Some((kind, data)), false) = (valid, decoded, inner == Some(1)) {
             self.recorder.record(kind, inner, data);
         }
     }

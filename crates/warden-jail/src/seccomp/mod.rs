@@ -260,6 +260,7 @@ pub fn traced_syscalls() -> Vec<i64> {
         libc::SYS_renameat,
         libc::SYS_renameat2,
         libc::SYS_connect,
+        libc::SYS_exit_group,
     ];
     #[cfg(target_arch = "x86_64")]
     v.extend([

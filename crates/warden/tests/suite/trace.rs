@@ -173,3 +173,16 @@ fn denied_attempts_are_evidence() {
 fn libc_eperm() -> i64 {
     1
 }
+
+#[test]
+fn process_exits_carry_their_status() {
+    let (r, ev) = trace("sh -c 'exit 3'; exit 5");
+    assert_eq!(r.status, 5);
+    let inner = find(&ev, "process.exit", |d| d["code"] == 3).expect("the inner shell's exit");
+    let outer = find(&ev, "process.exit", |d| d["code"] == 5).expect("the command's exit");
+    assert_ne!(inner["pid"], outer["pid"]);
+    assert!(
+        ev.iter().all(|e| e["pid"] != 1),
+        "the jail's own init is not traced"
+    );
+}
