@@ -3,24 +3,25 @@
 
 use super::common::*;
 
-fn trace(cmd: &str) -> (Run, Vec<serde_json::Value>) {
+/// `warden run OPTIONS --trace FILE -- CMD...`; the run and its events.
+fn traced(options: &[&str], cmd: &[&str]) -> (Run, Vec<serde_json::Value>) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("events.jsonl");
-    let r = warden(&[
-        "run",
-        "--trace",
-        file.to_str().unwrap(),
-        "--",
-        "sh",
-        "-c",
-        cmd,
-    ]);
+    let mut args = vec!["run", "--trace", file.to_str().unwrap()];
+    args.extend_from_slice(options);
+    args.push("--");
+    args.extend_from_slice(cmd);
+    let r = warden(&args);
     let text = std::fs::read_to_string(&file).unwrap_or_default();
     let events = text
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     (r, events)
+}
+
+fn trace(cmd: &str) -> (Run, Vec<serde_json::Value>) {
+    traced(&[], &["sh", "-c", cmd])
 }
 
 fn find<'a>(
@@ -138,23 +139,11 @@ fn deny_rules_still_apply_while_tracing() {
 #[test]
 fn denied_attempts_are_evidence() {
     let ws = workspace_with("namespaces");
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("events.jsonl");
-    let r = warden(&[
-        "run",
-        "--trace",
-        file.to_str().unwrap(),
-        "--workspace",
-        ws.path().to_str().unwrap(),
-        "--",
-        "./namespaces",
-    ]);
+    let (r, ev) = traced(
+        &["--workspace", ws.path().to_str().unwrap()],
+        &["./namespaces"],
+    );
     assert_blocked(&r, 9);
-    let ev: Vec<serde_json::Value> = std::fs::read_to_string(&file)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
     let denied = |syscall: &str| find(&ev, "sandbox.denied", |d| d["syscall"] == syscall);
     let unshare = denied("unshare").expect("unshare denial recorded");
     assert_eq!(unshare["data"]["errno"], libc_eperm());
