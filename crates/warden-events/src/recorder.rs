@@ -42,6 +42,10 @@ pub struct Recorder {
     events: Vec<Event>,
     dropped: u64,
     window: Option<String>,
+    /// Events numbered so far (kept or not).
+    count: u64,
+    /// Whether events are kept in memory.
+    keep: bool,
 }
 
 impl Recorder {
@@ -53,12 +57,19 @@ impl Recorder {
             events: Vec::new(),
             dropped: 0,
             window: None,
+            count: 0,
+            keep: true,
         }
     }
 
     /// Open `w` (closing any open window).
     pub fn open(&mut self, w: &Window) {
         self.window = Some(w.name());
+    }
+
+    /// Open a window by its name (closing any open window).
+    pub fn open_named(&mut self, name: String) {
+        self.window = Some(name);
     }
 
     /// Close the open window.
@@ -68,21 +79,56 @@ impl Recorder {
 
     /// Record an event; returns its id, or `None` when the cap dropped it.
     pub fn record(&mut self, kind: EventKind, pid: Option<i32>, data: Value) -> Option<u64> {
-        if self.events.len() >= self.cap {
+        self.stamp(kind, pid, data).map(|e| {
+            let id = e.id;
+            if self.keep {
+                self.events.push(e);
+            }
+            id
+        })
+    }
+
+    /// Like [`Recorder::record`], and hand back the event (for streaming it).
+    pub fn record_event(
+        &mut self,
+        kind: EventKind,
+        pid: Option<i32>,
+        data: Value,
+    ) -> Option<Event> {
+        let e = self.stamp(kind, pid, data)?;
+        if self.keep {
+            self.events.push(e.clone());
+        }
+        Some(e)
+    }
+
+    /// Number, time and window for a new event, counting it against the cap.
+    fn stamp(&mut self, kind: EventKind, pid: Option<i32>, data: Value) -> Option<Event> {
+        if self.count >= self.cap as u64 {
             self.dropped += 1;
             return None;
         }
-        let id = self.events.len() as u64 + 1;
+        self.count += 1;
         let t_ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        self.events.push(Event {
-            id,
+        Some(Event {
+            id: self.count,
             t_ms,
             kind,
             pid,
             triggered_by: self.window.clone(),
             data,
-        });
-        Some(id)
+        })
+    }
+
+    /// Stop keeping events (they are streamed elsewhere); ids, times and the cap still apply.
+    pub fn stream_only(&mut self) {
+        self.keep = false;
+        self.events.clear();
+    }
+
+    /// The open window's name.
+    pub fn window(&self) -> Option<&str> {
+        self.window.as_deref()
     }
 
     /// Events dropped at the cap.

@@ -197,8 +197,18 @@ pub fn run(mut launch: Launch) -> ! {
             let listener = sys::seccomp_install_listener(&launch.seccomp).map_err(|e| {
                 SetupFailure::errno(Stage::Seccomp, "installing the traced filter", e)
             })?;
-            crate::protocol::send_fd(&launch.sync, &listener)
-                .map_err(|e| SetupFailure::errno(Stage::Seccomp, "handing the listener over", e))
+            // Not with SCM_RIGHTS: sendmsg is itself observed now, and nobody holds the
+            // listener yet. The supervisor copies it out of us with pidfd_getfd (plain write
+            // and read are not observed) and says when it has it.
+            let number = listener.as_raw_fd().to_le_bytes();
+            nix::unistd::write(&launch.sync, &number)
+                .map_err(|e| SetupFailure::errno(Stage::Seccomp, "announcing the listener", e))?;
+            await_bytes::<1>(
+                &launch.sync,
+                Stage::Seccomp,
+                "the tracer did not take the listener",
+            )
+            .map(drop)
         });
     if let Err(f) = filtered {
         report(&launch.status, &StatusMessage::Failed(f));

@@ -33,10 +33,13 @@ mod spawn;
 mod stdio;
 mod supervisor;
 mod sys;
-mod trace;
+pub mod trace;
 
 pub use error::{JailError, SetupFailure, Stage};
 pub use outcome::{Enforcement, LandlockReport, LimitKind, Mechanism, Outcome, Usage};
 pub use policy::{Bind, LandlockMode, Limits, NetworkMode, Policy, PolicyError, Tmpfs};
 pub use spawn::{HELPER_ARG, Jail, Killer, Running, helper_main};
-pub use supervisor::{IoMode, Request, supervise};
+pub use supervisor::{IoMode, Observer, Request, supervise, supervise_with};
+pub use trace::Sink;
+pub use trace::prepare::{DECOY_HOME, TOOLS_MOUNT};
+pub use warden_trace::DnsMode;

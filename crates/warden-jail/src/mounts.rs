@@ -406,11 +406,21 @@ fn etc_files(root: &Path, policy: &Policy) -> Result<(), SetupFailure> {
     let etc = root.join("etc");
     mkdirs(&etc)?;
     let (uid, gid) = (policy.uid, policy.gid);
+    let home = policy
+        .env
+        .get("HOME")
+        .map_or(WORKSPACE_MOUNT, String::as_str)
+        .replace([':', '\n'], "");
+    // The tracer's DNS stub listens here (with tracing off nothing does: lookups fail fast).
+    write_file(
+        &etc.join("resolv.conf"),
+        "nameserver 127.0.0.53\noptions timeout:1 attempts:1\n",
+    )?;
     write_file(
         &etc.join("passwd"),
         &format!(
             "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\n\
-             sandbox:x:{uid}:{gid}:sandbox:{WORKSPACE_MOUNT}:/bin/sh\n\
+             sandbox:x:{uid}:{gid}:sandbox:{home}:/bin/sh\n\
              nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
         ),
     )?;

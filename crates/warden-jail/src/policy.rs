@@ -188,6 +188,11 @@ pub struct Policy {
     /// Observe what the tree does (process starts, file opens, deletes and renames,
     /// connections) through seccomp user notification; the outcome then carries the events.
     pub trace: bool,
+    /// Plant a decoy home and canary credentials and report every canary that shows up where
+    /// it should not (implies `trace`).
+    pub decoys: bool,
+    /// How the tracer's DNS stub answers.
+    pub dns: warden_trace::DnsMode,
 }
 
 impl Default for Policy {
@@ -230,6 +235,8 @@ impl Default for Policy {
             ]),
             binds: Vec::new(),
             tmpfs: Vec::new(),
+            decoys: false,
+            dns: warden_trace::DnsMode::FakeIp,
             hostname: "warden".to_owned(),
             uid: 1000,
             gid: 1000,

@@ -163,18 +163,3 @@ pub fn recv_handoff(
     let handoff = serde_json::from_slice(&body).map_err(|_| nix::errno::Errno::EBADMSG)?;
     Ok((handoff, fds))
 }
-
-/// Send one descriptor (with a one-byte message).
-pub fn send_fd(
-    sock: &std::os::fd::OwnedFd,
-    fd: &std::os::fd::OwnedFd,
-) -> Result<(), nix::errno::Errno> {
-    use std::os::fd::AsRawFd;
-    send_record(sock, b"L", &[fd.as_raw_fd()])
-}
-
-/// Receive what [`send_fd`] sent.
-pub fn recv_fd(sock: &std::os::fd::OwnedFd) -> Result<std::os::fd::OwnedFd, nix::errno::Errno> {
-    let (_, fds) = recv_record(sock, 1)?;
-    fds.into_iter().next().ok_or(nix::errno::Errno::EBADMSG)
-}

@@ -34,6 +34,10 @@ use crate::protocol::{StatusMessage, send_handoff};
 use crate::seccomp;
 use crate::stdio::{Output, StdinPump, drain};
 use crate::sys::{self, CloneResult};
+use crate::trace::net::Net;
+use crate::trace::{Hub, Sink, StreamScan};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// How the command's stdin, stdout and stderr are connected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -92,13 +96,43 @@ fn set_nonblocking(fd: &OwnedFd) -> Result<(), JailError> {
 /// Events kept per run, at most (the rest are counted).
 const MAX_EVENTS: usize = 20_000;
 
+/// What the caller adds to a traced run.
+#[derive(Default)]
+pub struct Observer<'a> {
+    /// Where events are streamed as JSON lines while the run lasts (they are then not kept in
+    /// the outcome). Window acknowledgements (`{"ack": NAME}`) and, with decoys, the canaries
+    /// (`{"canaries": [...]}`, first) go there too.
+    pub sink: Option<Sink>,
+    /// Where the caller opens and closes attribution windows: one JSON object per line,
+    /// `{"window": "tool_call:3"}` or `{"window": null}`. Each is acknowledged on the sink
+    /// once every later event is attributed to it.
+    pub control: Option<BorrowedFd<'a>>,
+}
+
+impl std::fmt::Debug for Observer<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Observer")
+            .field("sink", &self.sink.is_some())
+            .field("control", &self.control)
+            .finish()
+    }
+}
+
+/// The tracing side of a started jail.
+struct Tracing {
+    hub: Arc<Hub>,
+    net: Option<Arc<Net>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    stop: Arc<AtomicBool>,
+    scans: [StreamScan; 2],
+    /// Partial control line.
+    pending: Vec<u8>,
+}
+
 /// The supervisor's side of a started jail.
 struct Running {
     init: Pid,
-    /// Where the seccomp listener arrives (tracing only).
-    listener_source: Option<OwnedFd>,
-    tracer: Option<std::thread::JoinHandle<warden_events::Recorder>>,
-    tracer_stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    tracing: Option<Tracing>,
     pidfd: OwnedFd,
     status: OwnedFd,
     stdout: Option<Output>,
@@ -144,6 +178,15 @@ fn block_termination_signals() -> Result<(SignalFd, SigSet), JailError> {
 /// Run `req` in the jail and wait for the whole tree to end. `lifeline`, when given, is a pipe
 /// whose other end the caller holds: when it closes, the run is killed.
 pub fn supervise(req: &Request, lifeline: Option<BorrowedFd<'_>>) -> Result<Outcome, JailError> {
+    supervise_with(req, lifeline, Observer::default())
+}
+
+/// [`supervise`], with a sink for the events and a control channel for windows (tracing).
+pub fn supervise_with(
+    req: &Request,
+    lifeline: Option<BorrowedFd<'_>>,
+    observer: Observer<'_>,
+) -> Result<Outcome, JailError> {
     req.policy.validate()?;
     if req.argv.is_empty() {
         return Err(JailError::BadCommand("empty command line"));
@@ -151,19 +194,41 @@ pub fn supervise(req: &Request, lifeline: Option<BorrowedFd<'_>>) -> Result<Outc
     if sys::thread_count() != Some(1) {
         return Err(JailError::MultiThreaded);
     }
+    let mut policy = req.policy.clone();
+    let observation = crate::trace::prepare::prepare(&mut policy)?;
+    let hub = policy.trace.then(|| {
+        let canaries = observation
+            .as_ref()
+            .and_then(|o| o.decoys.as_ref())
+            .map(|d| d.canaries.clone());
+        Arc::new(Hub::new(MAX_EVENTS, observer.sink, canaries))
+    });
+    if let Some(hub) = &hub {
+        if let Some(c) = hub.canaries() {
+            hub.announce(&serde_json::json!({ "canaries": c.list() }));
+        }
+        let data = serde_json::json!({
+            "argv": req.argv,
+            "decoys": policy.decoys,
+            "dns": policy.dns,
+            "limits": policy.limits,
+        });
+        hub.record(warden_events::EventKind::SandboxStarted, None, data);
+    }
     let (sfd, old_mask) = block_termination_signals()?;
-    let result = start(req).and_then(|mut running| {
-        let stop = watch(&mut running, &req.policy, lifeline, &sfd);
-        finish(running, &req.policy, stop, &old_mask)
+    let result = start(req, &policy, hub).and_then(|mut running| {
+        let stop = watch(&mut running, &policy, lifeline, observer.control, &sfd);
+        finish(running, &policy, stop, &old_mask)
     });
     let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&old_mask), None);
+    drop(observation);
     result
 }
 
-fn start(req: &Request) -> Result<Running, JailError> {
+fn start(req: &Request, policy: &Policy, hub: Option<Arc<Hub>>) -> Result<Running, JailError> {
     let started = Instant::now();
-    let policy = &req.policy;
     let ids = idmap::plan(policy.uid, policy.gid);
+    sys::cap_last_cap();
     let phase = |name: &str| log_phase(started, name);
     phase("ids");
     let program = seccomp::program(policy.trace)
@@ -265,9 +330,17 @@ fn start(req: &Request) -> Result<Running, JailError> {
     drop(launch);
     phase("cloned");
     let mut cgroup = RunCgroup::default();
-    let handed = hand_over(init_pid, &ids, policy, &sync_w, &mut cgroup, started);
-    // With tracing the init sends the seccomp listener back on this socket.
-    let listener_source = policy.trace.then_some(sync_w);
+    let mut tracing = None;
+    let handed = hand_over(
+        init_pid,
+        &ids,
+        policy,
+        &sync_w,
+        &mut cgroup,
+        started,
+        hub,
+        &mut tracing,
+    );
     let pidfd = handed.and_then(|()| {
         sys::pidfd_open(init_pid).map_err(|e| {
             HandOver::InitGone(SetupFailure::errno(Stage::Supervisor, "pidfd_open", e))
@@ -279,6 +352,9 @@ fn start(req: &Request) -> Result<Running, JailError> {
             let _ = kill(init_pid, Signal::SIGKILL);
             let _ = nix::sys::wait::waitpid(init_pid, None);
             cgroup.remove();
+            if let Some(t) = tracing {
+                stop_tracing(t);
+            }
             let f = match failed {
                 // Our own failure is the cause; whatever the init said is its consequence.
                 HandOver::Ours(f) => f,
@@ -296,9 +372,7 @@ fn start(req: &Request) -> Result<Running, JailError> {
     };
     Ok(Running {
         init: init_pid,
-        listener_source,
-        tracer: None,
-        tracer_stop: std::sync::Arc::default(),
+        tracing,
         pidfd,
         status: status_r,
         stdout,
@@ -365,6 +439,7 @@ enum HandOver {
 
 /// The supervisor's half of the set-up, done while the init builds the system part of the view:
 /// id maps, wake-up, the run's cgroup, the policy's own mounts, and the handoff.
+#[allow(clippy::too_many_arguments)]
 fn hand_over(
     init: Pid,
     ids: &idmap::IdPlan,
@@ -372,6 +447,8 @@ fn hand_over(
     sync: &OwnedFd,
     cgroup: &mut RunCgroup,
     started: Instant,
+    hub: Option<Arc<Hub>>,
+    tracing: &mut Option<Tracing>,
 ) -> Result<(), HandOver> {
     let phase = |name: &str| log_phase(started, name);
     ids.write_maps(init)
@@ -394,6 +471,12 @@ fn hand_over(
     })?;
     drop(fds);
     phase("mounts handed over");
+    // No more forks from here on: the tracing threads can start. They must be ready before
+    // the command is released, so its first syscall is already observed.
+    if let Some(hub) = hub {
+        *tracing = Some(start_tracing(init, policy, sync, hub).map_err(HandOver::Ours)?);
+        phase("tracing started");
+    }
     if ids.privileged {
         let name = format!(
             "warden-{}-{}",
@@ -430,13 +513,102 @@ fn hand_over(
     Ok(())
 }
 
+/// Start the capture network in the init's network namespace and the notification thread,
+/// which receives the seccomp listener from the init on `sync`.
+fn start_tracing(
+    init: Pid,
+    policy: &Policy,
+    sync: &OwnedFd,
+    hub: Arc<Hub>,
+) -> Result<Tracing, SetupFailure> {
+    let ns_path = format!("/proc/{init}/ns/net");
+    let netns = std::fs::File::open(&ns_path).map_err(|e| {
+        SetupFailure::io(
+            Stage::Supervisor,
+            "opening the jail's network namespace",
+            &e,
+        )
+    })?;
+    let net = Net::start(OwnedFd::from(netns), hub.clone(), policy.dns)
+        .map_err(|e| SetupFailure::plain(Stage::Supervisor, format!("capture network: {e}")))?;
+    let net = Arc::new(net);
+    let stop = Arc::new(AtomicBool::new(false));
+    let sock = sync
+        .try_clone()
+        .map_err(|e| SetupFailure::io(Stage::Supervisor, "duplicating the sync socket", &e))?;
+    let thread =
+        crate::trace::notify::spawn(sock, init, hub.clone(), Some(net.clone()), stop.clone());
+    let thread = match thread {
+        Ok(t) => t,
+        Err(e) => {
+            net.stop();
+            return Err(SetupFailure::io(
+                Stage::Supervisor,
+                "starting the tracer",
+                &e,
+            ));
+        }
+    };
+    Ok(Tracing {
+        hub,
+        net: Some(net),
+        thread: Some(thread),
+        stop,
+        scans: [StreamScan::default(), StreamScan::default()],
+        pending: Vec::new(),
+    })
+}
+
+/// Stop the tracing threads (the tree is gone) and wait for them.
+fn stop_tracing(mut t: Tracing) -> Arc<Hub> {
+    t.stop.store(true, Ordering::Release);
+    if let Some(thread) = t.thread.take() {
+        let _ = thread.join();
+    }
+    if let Some(net) = t.net.take() {
+        net.stop();
+    }
+    t.hub
+}
+
+/// Apply the complete window lines the caller wrote on the control channel; false once it is
+/// closed.
+fn read_control(t: &mut Tracing, fd: BorrowedFd<'_>) -> bool {
+    let mut buf = [0u8; 4096];
+    let open = match nix::unistd::read(fd, &mut buf) {
+        Ok(0) => false,
+        Ok(n) => {
+            t.pending.extend_from_slice(&buf[..n]);
+            true
+        }
+        Err(Errno::EAGAIN | Errno::EINTR) => true,
+        Err(_) => false,
+    };
+    while let Some(end) = t.pending.iter().position(|b| *b == b'\n') {
+        let line: Vec<u8> = t.pending.drain(..=end).collect();
+        match serde_json::from_slice::<serde_json::Value>(&line) {
+            Ok(v) if v.get("window").is_some() => {
+                let name = v["window"].as_str().map(|s| s.chars().take(200).collect());
+                t.hub.set_window(name);
+            }
+            _ => tracing::debug!("ignoring a malformed control line"),
+        }
+    }
+    if t.pending.len() > 4096 {
+        t.pending.clear();
+    }
+    open
+}
+
 /// Poll until the init exits; returns why we stopped it, if we did.
 fn watch(
     r: &mut Running,
     policy: &Policy,
     lifeline: Option<BorrowedFd<'_>>,
+    control: Option<BorrowedFd<'_>>,
     sfd: &SignalFd,
 ) -> Option<Stop> {
+    let mut control = control.filter(|_| r.tracing.is_some());
     let limits = &policy.limits;
     let deadline = r.started + Duration::from_millis(limits.wall_time_ms);
     let mut stop: Option<Stop> = None;
@@ -484,11 +656,7 @@ fn watch(
             PollFlags::POLLOUT,
         );
         let life_i = push_fd(&mut fds, lifeline, PollFlags::POLLIN);
-        let src_l = push_fd(
-            &mut fds,
-            r.listener_source.as_ref().map(|f| f.as_fd()),
-            PollFlags::POLLIN,
-        );
+        let ctl_i = push_fd(&mut fds, control, PollFlags::POLLIN);
 
         let sig_i = push_fd(&mut fds, Some(sfd.as_fd()), PollFlags::POLLIN);
         match poll(&mut fds, PollTimeout::from(ms)) {
@@ -510,24 +678,28 @@ fn watch(
             ready(life_i),
             ready(sig_i),
         );
-        let src_l = ready(src_l);
+        let ctl_r = ready(ctl_i);
         drop(fds);
-        if src_l && let Some(sock) = r.listener_source.take() {
-            match crate::protocol::recv_fd(&sock) {
-                Ok(listener) => {
-                    let tracer = crate::trace::Tracer::new(listener, MAX_EVENTS);
-                    r.tracer = Some(tracer.spawn(r.tracer_stop.clone()));
-                }
-                Err(e) => tracing::warn!(error = %e, "no seccomp listener from the init"),
-            }
+        if ctl_r
+            && let (Some(t), Some(fd)) = (r.tracing.as_mut(), control)
+            && !read_control(t, fd)
+        {
+            control = None;
         }
         let cap = limits.output_bytes;
         let mut over = false;
-        if out_r && let Some(o) = r.stdout.as_mut() {
-            over |= o.pump(cap);
-        }
-        if err_r && let Some(o) = r.stderr.as_mut() {
-            over |= o.pump(cap);
+        for (i, (readable, out)) in [(out_r, &mut r.stdout), (err_r, &mut r.stderr)]
+            .into_iter()
+            .enumerate()
+        {
+            if let (true, Some(o)) = (readable, out.as_mut()) {
+                let before = o.kept.len();
+                over |= o.pump(cap);
+                if let Some(t) = r.tracing.as_mut() {
+                    let name = if i == 0 { "stdout" } else { "stderr" };
+                    t.scans[i].feed(&t.hub, name, &o.kept[before..]);
+                }
+            }
         }
         if out_w && let Some(o) = r.stdout.as_mut() {
             o.flush_some();
@@ -592,8 +764,21 @@ fn finish(
     phase("init exited");
     let _ = nix::sys::wait::waitpid(r.init, None);
     let cap = policy.limits.output_bytes;
+    let before = [&r.stdout, &r.stderr].map(|o| o.as_ref().map_or(0, |o| o.kept.len()));
     drain(&mut r.stdout, cap);
     drain(&mut r.stderr, cap);
+    // The tree is gone: stop the tracing threads (whatever the outcome) after the last output
+    // was scanned.
+    let hub = r.tracing.take().map(|mut t| {
+        for (i, o) in [&r.stdout, &r.stderr].into_iter().enumerate() {
+            if let Some(o) = o {
+                let name = if i == 0 { "stdout" } else { "stderr" };
+                let start = before[i].min(o.kept.len());
+                t.scans[i].feed(&t.hub, name, &o.kept[start..]);
+            }
+        }
+        stop_tracing(t)
+    });
     let duration_ms = u64::try_from(r.started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let counters = r.cgroup.counters();
     let mut landlock = LandlockReport {
@@ -631,23 +816,30 @@ fn finish(
             _ => None,
         }),
     };
-    r.tracer_stop
-        .store(true, std::sync::atomic::Ordering::Release);
-    let (events, events_dropped) = match r.tracer.take().and_then(|t| t.join().ok()) {
-        Some(mut rec) => {
+    let (events, events_dropped) = match hub {
+        Some(hub) => {
+            use warden_events::EventKind;
             if let Some(kind) = limit_hit {
-                rec.record(
-                    warden_events::EventKind::SandboxLimitHit,
+                hub.record(
+                    EventKind::SandboxLimitHit,
                     None,
                     serde_json::json!({ "limit": kind }),
                 );
             }
-            let data = serde_json::json!({ "exit_code": exit_code, "signal": signal, "duration_ms": duration_ms });
-            rec.record(warden_events::EventKind::SandboxExited, None, data);
-            rec.into_events()
+            let data = serde_json::json!({
+                "exit_code": exit_code,
+                "signal": signal,
+                "duration_ms": duration_ms,
+                "killed": stop == Some(Stop::Killed),
+                "peak_memory_bytes": counters.peak_memory,
+                "cpu_time_ms": counters.cpu_ns.map(|ns| ns / 1_000_000),
+            });
+            hub.record(EventKind::SandboxExited, None, data);
+            hub.take()
         }
         None => (Vec::new(), 0),
     };
+    log_phase(r.started, "tracing stopped");
     let (out, err) = (r.stdout.take(), r.stderr.take());
     let parts = |o: Option<Output>| {
         o.map_or((Vec::new(), 0, false), |o| {

@@ -101,6 +101,13 @@ pub fn pidfd_open(pid: Pid) -> Result<OwnedFd, Errno> {
     fd_result(unsafe { libc::syscall(libc::SYS_pidfd_open, pid.as_raw(), 0) })
 }
 
+/// A duplicate of descriptor `fd` of the process behind `pidfd` (`pidfd_getfd(2)`; needs
+/// ptrace access to it).
+pub fn pidfd_getfd(pidfd: BorrowedFd<'_>, fd: i32) -> Result<OwnedFd, Errno> {
+    // SAFETY: plain integer arguments; the kernel returns a new descriptor that we own.
+    fd_result(unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) })
+}
+
 /// `openat2(2)` relative to `dir` (or the working directory) with `resolve` flags.
 pub fn openat2(
     dir: Option<BorrowedFd<'_>>,
@@ -327,11 +334,16 @@ pub fn ambient_clear_all() -> Result<(), Errno> {
 }
 
 /// Highest capability number the kernel knows (`/proc/sys/kernel/cap_last_cap`), 40 if unknown.
+/// Read once (the supervisor reads it before cloning), so the init and the command, which
+/// inherit the value, open no file for it: a traced command's first events are its own.
 pub fn cap_last_cap() -> u32 {
-    std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(40)
+    static LAST: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *LAST.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(40)
+    })
 }
 
 /// Empty the effective, permitted and inheritable capability sets.
@@ -473,6 +485,20 @@ pub struct Notification {
     pub nr: i64,
     /// Raw arguments.
     pub args: [u64; 6],
+}
+
+/// Ask the kernel to wake the notifying task and the tracer on the same CPU (Linux 6.6+): each
+/// notification then costs a direct hand-off instead of a cross-CPU wake-up. Best effort.
+pub fn notif_sync_wakeup(listener: BorrowedFd<'_>) -> Result<(), Errno> {
+    // SAFETY: SET_FLAGS takes its flags by value (no pointer is passed).
+    let ret = unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_SET_FLAGS,
+            1 as libc::c_ulong, // SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP
+        )
+    };
+    unit_result(libc::c_long::from(ret))
 }
 
 /// Receive one notification (blocks until one is pending; poll the listener first).

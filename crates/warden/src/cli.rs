@@ -88,10 +88,19 @@ pub struct RunArgs {
     /// Print the structured outcome as JSON on stdout (output is captured into it).
     #[arg(long)]
     pub json: bool,
-    /// Trace what the command does (process starts, file opens/writes/deletes/renames,
-    /// connections) and write the events as JSON lines to FILE (`-`: stderr) when it ends.
+    /// Trace what the command does (processes, files, connections, DNS, data sent, environment
+    /// reads, denials) and write the events as JSON lines to FILE (`-`: stderr) as they happen.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<String>,
+    /// Plant a decoy home (~/.ssh, ~/.aws, ~/.npmrc, …) and canary credentials in the
+    /// environment; report every canary seen leaving (`canary.seen`). Implies tracing (to
+    /// stderr unless --trace names a file).
+    #[arg(long)]
+    pub decoys: bool,
+    /// How the tracer's DNS stub answers: `fake-ip` (an address that leads to the capture
+    /// sink) or `nxdomain`.
+    #[arg(long, value_name = "MODE", default_value = "fake-ip", value_parser = ["fake-ip", "nxdomain"])]
+    pub dns: String,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,

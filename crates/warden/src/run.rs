@@ -105,8 +105,12 @@ fn policy(args: &RunArgs) -> Result<Policy> {
             size_bytes,
         });
     }
-    if args.trace.is_some() {
+    if args.trace.is_some() || args.decoys {
         p.trace = true;
+    }
+    p.decoys |= args.decoys;
+    if args.dns == "nxdomain" {
+        p.dns = warden_jail::DnsMode::Nxdomain;
     }
     if args.net != "none" {
         bail!("--net {:?}: only `none` is supported", args.net);
@@ -133,26 +137,14 @@ fn json_report(o: &Outcome) -> serde_json::Value {
     v
 }
 
-/// The events as JSON lines, to `dest` (`-`: stderr).
-fn write_trace(dest: &str, outcome: &Outcome) -> Result<()> {
-    use std::io::Write;
-    let mut text = Vec::new();
-    for e in &outcome.events {
-        serde_json::to_writer(&mut text, e)?;
-        text.push(b'\n');
-    }
-    if outcome.events_dropped > 0 {
-        eprintln!(
-            "warden: {} trace events dropped at the cap",
-            outcome.events_dropped
-        );
-    }
+/// Where the events go: a file (created or truncated) or stderr, one JSON line each, written
+/// as they happen.
+fn trace_sink(dest: &str) -> Result<warden_jail::Sink> {
     if dest == "-" {
-        std::io::stderr().write_all(&text)?;
-    } else {
-        std::fs::write(dest, &text).with_context(|| format!("--trace {dest:?}"))?;
+        return Ok(Box::new(std::io::LineWriter::new(std::io::stderr())));
     }
-    Ok(())
+    let f = std::fs::File::create(dest).with_context(|| format!("--trace {dest:?}"))?;
+    Ok(Box::new(std::io::LineWriter::new(f)))
 }
 
 fn exit_code(code: i32) -> ExitCode {
@@ -189,9 +181,21 @@ fn run(args: &RunArgs) -> Result<i32> {
         },
         stdin: Vec::new(),
     };
-    let outcome = warden_jail::supervise(&req, None)?;
-    if let Some(dest) = &args.trace {
-        write_trace(dest, &outcome)?;
+    let observer = if req.policy.trace {
+        let dest = args.trace.as_deref().unwrap_or("-");
+        warden_jail::Observer {
+            sink: Some(trace_sink(dest)?),
+            control: None,
+        }
+    } else {
+        warden_jail::Observer::default()
+    };
+    let outcome = warden_jail::supervise_with(&req, None, observer)?;
+    if outcome.events_dropped > 0 {
+        eprintln!(
+            "warden: {} trace events dropped at the cap",
+            outcome.events_dropped
+        );
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&json_report(&outcome))?);

@@ -194,7 +194,7 @@ pub fn deny_rules() -> Vec<Rule> {
 const PRIVILEGE_BITS: [u32; 2] = [libc::S_ISUID, libc::S_ISGID];
 
 /// `fchmodat2(2)` (Linux 6.6), not yet in every `libc`.
-const FCHMODAT2: i64 = 452;
+pub(crate) const FCHMODAT2: i64 = 452;
 
 /// Syscalls that set a mode, with the index of the mode argument and, for the `open` family,
 /// the index of the flags argument (the mode only matters when creating).
@@ -259,17 +259,41 @@ pub fn traced_syscalls() -> Vec<i64> {
         libc::SYS_unlinkat,
         libc::SYS_renameat,
         libc::SYS_renameat2,
+        libc::SYS_mkdirat,
+        libc::SYS_fchmodat,
+        FCHMODAT2,
         libc::SYS_connect,
+        libc::SYS_bind,
+        libc::SYS_listen,
+        libc::SYS_sendto,
+        libc::SYS_sendmsg,
         libc::SYS_exit_group,
+        warden_trace::interposer::ENV_READ_SYSCALL,
     ];
     #[cfg(target_arch = "x86_64")]
     v.extend([
         libc::SYS_open,
         libc::SYS_creat,
         libc::SYS_unlink,
+        libc::SYS_rmdir,
         libc::SYS_rename,
+        libc::SYS_mkdir,
+        libc::SYS_chmod,
     ]);
     v
+}
+
+/// The notification rule for an observed syscall: `sendto` only when it names a destination
+/// (a connected socket's sends are covered by its `connect` and the capture sink).
+fn observe_rule(nr: i64) -> Rule {
+    if nr == libc::SYS_sendto {
+        return when(nr, 4, Cmp::Gt(0), Action::UserNotif);
+    }
+    Rule {
+        nr,
+        conds: Vec::new(),
+        action: Action::UserNotif,
+    }
 }
 
 /// The errno the deny list answers for `nr`, if it denies it at all (every syscall's denials
@@ -294,11 +318,7 @@ pub fn program(trace: bool) -> Result<Vec<libc::sock_filter>, SeccompError> {
                 r.action = Action::UserNotif;
             }
         }
-        rules.extend(traced_syscalls().into_iter().map(|nr| Rule {
-            nr,
-            conds: Vec::new(),
-            action: Action::UserNotif,
-        }));
+        rules.extend(traced_syscalls().into_iter().map(observe_rule));
     }
     Ok(bpf::assemble(&rules, Action::Allow)?)
 }

@@ -1,0 +1,363 @@
+//! The capture network: a thread that joins the jail's network namespace (and nothing else),
+//! makes every address local to its loopback, answers DNS on 127.0.0.53:53 and accepts the
+//! connections programs attempt to anywhere, recording what they send first.
+//!
+//! Guarantees: nothing here creates a route or an interface that leads out of the namespace,
+//! so no packet leaves it; the thread never runs code from the jail and never writes anything
+//! back to a connection (it reads, records, closes). Everything is bounded: listeners,
+//! connections at once, bytes captured per connection and the time a connection is held.
+
+use std::io::Read;
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use serde_json::json;
+use warden_events::EventKind;
+use warden_trace::{DnsMode, Stub};
+
+use super::Hub;
+
+/// Where the stub listens (the jail's resolv.conf names it).
+pub const DNS_ADDR: &str = "127.0.0.53:53";
+/// Bytes captured per connection, at most.
+pub const MAX_CAPTURE: usize = 4096;
+/// How long a connection is held open waiting for its first bytes.
+const HOLD: Duration = Duration::from_millis(500);
+/// Capture listeners, at most (one per destination).
+const MAX_LISTENERS: usize = 256;
+/// Connections held at once, at most (more are accepted and closed at once).
+const MAX_CONNECTIONS: usize = 64;
+/// How long a connect waits for its listener to be set up.
+const ENSURE_WAIT: Duration = Duration::from_millis(500);
+
+type Ack = mpsc::SyncSender<()>;
+
+/// The running capture network.
+#[derive(Debug)]
+pub struct Net {
+    requests: Mutex<mpsc::Sender<(SocketAddr, Ack)>>,
+    wake: OwnedFd,
+    stub: Arc<Mutex<Stub>>,
+    stop: Arc<AtomicBool>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+/// Whether a connection to `addr` should land on a capture listener (anything but loopback and
+/// the unspecified address, which behave as usual).
+pub fn captured(addr: &SocketAddr) -> bool {
+    let ip = addr.ip();
+    let mapped_loopback = match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback()),
+        IpAddr::V4(_) => false,
+    };
+    !(ip.is_loopback() || ip.is_unspecified() || mapped_loopback || addr.port() == 0)
+}
+
+impl Net {
+    /// Join `netns` on a new thread, set the namespace up and start serving. Returns once the
+    /// stub is listening (or the set-up failed).
+    pub fn start(netns: OwnedFd, hub: Arc<Hub>, mode: DnsMode) -> Result<Net, String> {
+        let (wake_r, wake_w) =
+            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)
+                .map_err(|e| format!("pipe: {e}"))?;
+        let (tx, rx) = mpsc::channel();
+        let (ready_tx, ready_rx) = mpsc::sync_channel(1);
+        let stub = Arc::new(Mutex::new(Stub::new(mode)));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (stub2, stop2) = (stub.clone(), stop.clone());
+        let thread = std::thread::Builder::new()
+            .name("warden-net".into())
+            .spawn(move || {
+                let setup = join_and_prepare(&netns);
+                let dns = match setup {
+                    Ok(dns) => {
+                        let _ = ready_tx.send(Ok(()));
+                        dns
+                    }
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                let mut serve = Serve {
+                    hub,
+                    stub: stub2,
+                    dns,
+                    wake: wake_r,
+                    requests: rx,
+                    listeners: Vec::new(),
+                    conns: Vec::new(),
+                };
+                serve.run(&stop2);
+            })
+            .map_err(|e| format!("thread: {e}"))?;
+        match ready_rx.recv() {
+            Ok(Ok(())) => Ok(Net {
+                requests: Mutex::new(tx),
+                wake: wake_w,
+                stub,
+                stop,
+                thread: Mutex::new(Some(thread)),
+            }),
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                Err(e)
+            }
+            Err(_) => Err("the network thread ended during set-up".into()),
+        }
+    }
+
+    /// Make sure a capture listener waits at `addr` before a connect to it proceeds.
+    pub fn ensure_listener(&self, addr: SocketAddr) {
+        if !captured(&addr) {
+            return;
+        }
+        let (ack_tx, ack_rx) = mpsc::sync_channel(1);
+        let sent = self
+            .requests
+            .lock()
+            .map(|tx| tx.send((addr, ack_tx)).is_ok())
+            .unwrap_or(false);
+        if sent {
+            let _ = nix::unistd::write(&self.wake, b"x");
+            let _ = ack_rx.recv_timeout(ENSURE_WAIT);
+        }
+    }
+
+    /// The name a fake address stands for.
+    pub fn host_of(&self, ip: IpAddr) -> Option<String> {
+        let IpAddr::V4(v4) = ip else { return None };
+        self.stub.lock().ok()?.name_of(v4).map(str::to_owned)
+    }
+
+    /// Stop serving (connections still held are recorded first).
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Release);
+        let _ = nix::unistd::write(&self.wake, b"x");
+        if let Some(t) = self.thread.lock().ok().and_then(|mut t| t.take()) {
+            let _ = t.join();
+        }
+    }
+}
+
+fn join_and_prepare(netns: &OwnedFd) -> Result<UdpSocket, String> {
+    nix::sched::setns(netns, nix::sched::CloneFlags::CLONE_NEWNET)
+        .map_err(|e| format!("joining the jail's network namespace: {e}"))?;
+    super::netlink::capture_everything().map_err(|e| format!("capture routes: {e}"))?;
+    let dns = UdpSocket::bind(DNS_ADDR).map_err(|e| format!("DNS stub on {DNS_ADDR}: {e}"))?;
+    dns.set_nonblocking(true)
+        .map_err(|e| format!("DNS stub: {e}"))?;
+    Ok(dns)
+}
+
+struct Conn {
+    stream: TcpStream,
+    dest: SocketAddr,
+    since: Instant,
+    buf: Vec<u8>,
+}
+
+struct Serve {
+    hub: Arc<Hub>,
+    stub: Arc<Mutex<Stub>>,
+    dns: UdpSocket,
+    wake: OwnedFd,
+    requests: mpsc::Receiver<(SocketAddr, Ack)>,
+    listeners: Vec<(SocketAddr, TcpListener)>,
+    conns: Vec<Conn>,
+}
+
+impl Serve {
+    fn run(&mut self, stop: &AtomicBool) {
+        loop {
+            if stop.load(Ordering::Acquire) {
+                self.drain_requests();
+                for c in std::mem::take(&mut self.conns) {
+                    self.finish(c);
+                }
+                return;
+            }
+            let (dns_ready, wake_ready, ready_l, ready_c) = {
+                let mut fds = vec![
+                    PollFd::new(self.dns.as_fd(), PollFlags::POLLIN),
+                    PollFd::new(self.wake.as_fd(), PollFlags::POLLIN),
+                ];
+                fds.extend(
+                    self.listeners
+                        .iter()
+                        .map(|(_, l)| PollFd::new(l.as_fd(), PollFlags::POLLIN)),
+                );
+                fds.extend(
+                    self.conns
+                        .iter()
+                        .map(|c| PollFd::new(c.stream.as_fd(), PollFlags::POLLIN)),
+                );
+                let _ = poll(&mut fds, PollTimeout::from(50u16));
+                let r: Vec<bool> = fds
+                    .iter()
+                    .map(|f| f.revents().is_some_and(|e| !e.is_empty()))
+                    .collect();
+                let nl = self.listeners.len();
+                (r[0], r[1], r[2..2 + nl].to_vec(), r[2 + nl..].to_vec())
+            };
+            if wake_ready {
+                let mut buf = [0u8; 64];
+                while nix::unistd::read(&self.wake, &mut buf).is_ok_and(|n| n > 0) {}
+                self.drain_requests();
+            }
+            if dns_ready {
+                self.answer_dns();
+            }
+            for (i, r) in ready_l.iter().enumerate() {
+                if *r {
+                    self.accept(i);
+                }
+            }
+            let mut keep = Vec::new();
+            let conns = std::mem::take(&mut self.conns);
+            for (c, r) in conns
+                .into_iter()
+                .zip(ready_c.into_iter().chain(std::iter::repeat(false)))
+            {
+                let mut c = c;
+                let done = (r && read_some(&mut c)) || c.since.elapsed() >= HOLD;
+                if done {
+                    self.finish(c);
+                } else {
+                    keep.push(c);
+                }
+            }
+            self.conns.extend(keep);
+        }
+    }
+
+    fn drain_requests(&mut self) {
+        while let Ok((addr, ack)) = self.requests.try_recv() {
+            if !self.listeners.iter().any(|(a, _)| *a == addr)
+                && self.listeners.len() < MAX_LISTENERS
+            {
+                match TcpListener::bind(addr).and_then(|l| l.set_nonblocking(true).map(|()| l)) {
+                    Ok(l) => self.listeners.push((addr, l)),
+                    Err(e) => tracing::debug!(%addr, error = %e, "no capture listener"),
+                }
+            }
+            let _ = ack.send(());
+        }
+    }
+
+    fn answer_dns(&mut self) {
+        let mut buf = [0u8; 1500];
+        for _ in 0..64 {
+            let Ok((n, from)) = self.dns.recv_from(&mut buf) else {
+                return;
+            };
+            let answered = self.stub.lock().ok().and_then(|mut s| s.answer(&buf[..n]));
+            let Some((queries, reply)) = answered else {
+                continue;
+            };
+            for q in &queries {
+                let data = json!({
+                    "name": q.name,
+                    "type": q.qtype,
+                    "answer": q.answer,
+                    "server": DNS_ADDR,
+                });
+                let id = self.hub.record(EventKind::NetDns, None, data);
+                let ctx = json!({ "where": "dns", "name": q.name, "event": id });
+                self.hub.scan_name(&q.name, None, &ctx);
+            }
+            let _ = self.dns.send_to(&reply, from);
+        }
+    }
+
+    fn accept(&mut self, i: usize) {
+        let Some((dest, l)) = self.listeners.get(i) else {
+            return;
+        };
+        let dest = *dest;
+        while let Ok((stream, _)) = l.accept() {
+            if self.conns.len() >= MAX_CONNECTIONS || stream.set_nonblocking(true).is_err() {
+                continue; // dropped: closed at once
+            }
+            let dest = stream.local_addr().unwrap_or(dest);
+            self.conns.push(Conn {
+                stream,
+                dest,
+                since: Instant::now(),
+                buf: Vec::new(),
+            });
+        }
+    }
+
+    fn finish(&self, c: Conn) {
+        let sniffed = warden_trace::sniff(&c.buf);
+        let preview: String = String::from_utf8_lossy(&c.buf[..c.buf.len().min(512)]).into_owned();
+        let host = match c.dest.ip() {
+            IpAddr::V4(v4) => self
+                .stub
+                .lock()
+                .ok()
+                .and_then(|s| s.name_of(v4).map(str::to_owned)),
+            IpAddr::V6(_) => None,
+        };
+        let data = json!({
+            "address": c.dest.ip().to_string(),
+            "port": c.dest.port(),
+            "host": host,
+            "bytes": c.buf.len(),
+            "captured": "sink",
+            "protocol": sniffed.protocol,
+            "sni": sniffed.sni,
+            "request_line": sniffed.request_line,
+            "http_host": sniffed.host,
+            "preview": preview,
+        });
+        let id = self.hub.record(EventKind::NetSend, None, data);
+        let ctx = json!({
+            "where": "net",
+            "address": c.dest.ip().to_string(),
+            "port": c.dest.port(),
+            "event": id,
+        });
+        self.hub.scan(&c.buf, None, &ctx);
+    }
+}
+
+/// Read what is there; true when the connection is done (closed, failed or the cap reached).
+fn read_some(c: &mut Conn) -> bool {
+    let mut buf = [0u8; 2048];
+    loop {
+        let room = MAX_CAPTURE - c.buf.len();
+        if room == 0 {
+            return true;
+        }
+        match c.stream.read(&mut buf[..room.min(2048)]) {
+            Ok(0) => return true,
+            Ok(n) => c.buf.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return false,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return true,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_is_not_captured() {
+        let a = |s: &str| s.parse::<SocketAddr>().unwrap();
+        assert!(captured(&a("203.0.113.7:443")));
+        assert!(captured(&a("198.18.0.1:80")));
+        assert!(!captured(&a("127.0.0.1:8080")));
+        assert!(!captured(&a("[::1]:80")));
+        assert!(!captured(&a("[::ffff:127.0.0.1]:80")));
+        assert!(!captured(&a("0.0.0.0:80")));
+    }
+}

@@ -1,0 +1,650 @@
+//! The tracer: turns the jail's seccomp user notifications into [`Event`]s.
+//!
+//! Each notification stops one syscall of one task. The tracer reads the syscall's arguments
+//! from the task (`/proc/<pid>/mem`), checks that the notification is still valid — so what was
+//! read belongs to that task and not to whatever reused its pid — records the event, and lets
+//! the syscall continue unchanged. These reads are evidence, never enforcement: a task could
+//! change its memory between our read and the kernel's, and enforcement stays with the jail's
+//! own layers (the deny rules come before the notification in the filter).
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde_json::{Value, json};
+use warden_events::EventKind;
+use warden_trace::interposer::ENV_READ_SYSCALL;
+
+use super::Hub;
+use super::net::Net;
+use crate::sys;
+
+/// Bytes read for one path or argument, at most.
+const MAX_STRING: usize = 4096;
+/// Arguments of an exec recorded, at most.
+const MAX_ARGV: usize = 64;
+
+/// Tasks whose `/proc` handles are kept open, at most.
+const MAX_CACHED: usize = 512;
+/// Bytes of a sent datagram or message recorded, at most.
+const MAX_PAYLOAD: usize = 512;
+/// Written files remembered per process for the canary scan at its exit, at most.
+const MAX_WRITTEN: usize = 64;
+/// Bytes of a written file scanned for canaries, at most.
+const MAX_SCAN: u64 = 1 << 20;
+
+/// Decodes and answers notifications.
+pub struct Tracer {
+    listener: OwnedFd,
+    hub: Arc<Hub>,
+    net: Option<Arc<Net>>,
+    /// Per task (supervisor pid): its memory, opened once, its pid inside the jail and its
+    /// process. A reused pid is caught by the notification-id check, which comes after every
+    /// read.
+    tasks: HashMap<i32, Task>,
+    /// Syscalls observed (let through); any other notification is a denial.
+    observed: Vec<i64>,
+    /// Files each process (supervisor tgid) opened for writing, scanned for canaries when it
+    /// exits.
+    written: HashMap<i32, Vec<String>>,
+    /// Addresses sockets were bound to, per (tgid, fd), for `listen`.
+    bound: HashMap<(i32, i32), Value>,
+}
+
+#[derive(Debug)]
+struct Task {
+    mem: Option<std::fs::File>,
+    inner: Option<i32>,
+    tgid: i32,
+}
+
+thread_local! {
+    /// The memory of the task being decoded (set for the duration of one notification).
+    static CURRENT: std::cell::RefCell<Option<std::fs::File>> = const { std::cell::RefCell::new(None) };
+}
+
+fn read_mem(_pid: i32, addr: u64, len: usize) -> Option<Vec<u8>> {
+    CURRENT.with(|c| {
+        let c = c.borrow();
+        let f = c.as_ref()?;
+        let mut buf = vec![0u8; len];
+        let n = f.read_at(&mut buf, addr).ok()?;
+        buf.truncate(n);
+        Some(buf)
+    })
+}
+
+fn read_cstr(pid: i32, addr: u64) -> Option<String> {
+    if addr == 0 {
+        return None;
+    }
+    let bytes = read_mem(pid, addr, MAX_STRING)?;
+    let end = bytes.iter().position(|b| *b == 0).unwrap_or(bytes.len());
+    Some(String::from_utf8_lossy(&bytes[..end]).into_owned())
+}
+
+fn read_argv(pid: i32, addr: u64) -> Vec<String> {
+    let Some(ptrs) = read_mem(pid, addr, MAX_ARGV * 8) else {
+        return Vec::new();
+    };
+    ptrs.chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+        .take_while(|p| *p != 0)
+        .filter_map(|p| read_cstr(pid, p))
+        .collect()
+}
+
+/// Names of the syscalls the jail denies, for events.
+fn syscall_name(nr: i64) -> String {
+    let known: &[(i64, &str)] = &[
+        (libc::SYS_ptrace, "ptrace"),
+        (libc::SYS_process_vm_readv, "process_vm_readv"),
+        (libc::SYS_process_vm_writev, "process_vm_writev"),
+        (libc::SYS_pidfd_getfd, "pidfd_getfd"),
+        (libc::SYS_mount, "mount"),
+        (libc::SYS_umount2, "umount2"),
+        (libc::SYS_pivot_root, "pivot_root"),
+        (libc::SYS_chroot, "chroot"),
+        (libc::SYS_unshare, "unshare"),
+        (libc::SYS_setns, "setns"),
+        (libc::SYS_clone, "clone"),
+        (libc::SYS_clone3, "clone3"),
+        (libc::SYS_bpf, "bpf"),
+        (libc::SYS_perf_event_open, "perf_event_open"),
+        (libc::SYS_keyctl, "keyctl"),
+        (libc::SYS_add_key, "add_key"),
+        (libc::SYS_request_key, "request_key"),
+        (libc::SYS_userfaultfd, "userfaultfd"),
+        (libc::SYS_io_uring_setup, "io_uring_setup"),
+        (libc::SYS_io_uring_enter, "io_uring_enter"),
+        (libc::SYS_io_uring_register, "io_uring_register"),
+        (libc::SYS_open_tree, "open_tree"),
+        (libc::SYS_move_mount, "move_mount"),
+        (libc::SYS_fsopen, "fsopen"),
+        (libc::SYS_fsconfig, "fsconfig"),
+        (libc::SYS_fsmount, "fsmount"),
+        (libc::SYS_fspick, "fspick"),
+        (libc::SYS_mount_setattr, "mount_setattr"),
+        (libc::SYS_openat2, "openat2"),
+        (libc::SYS_kexec_load, "kexec_load"),
+        (libc::SYS_kexec_file_load, "kexec_file_load"),
+        (libc::SYS_init_module, "init_module"),
+        (libc::SYS_finit_module, "finit_module"),
+        (libc::SYS_delete_module, "delete_module"),
+        (libc::SYS_reboot, "reboot"),
+        (libc::SYS_personality, "personality"),
+        (libc::SYS_socket, "socket"),
+        (libc::SYS_socketpair, "socketpair"),
+        (libc::SYS_ioctl, "ioctl"),
+        (libc::SYS_fchmod, "fchmod"),
+        (libc::SYS_fchmodat, "fchmodat"),
+        (libc::SYS_mknodat, "mknodat"),
+        (libc::SYS_open_by_handle_at, "open_by_handle_at"),
+        (libc::SYS_syslog, "syslog"),
+        (libc::SYS_acct, "acct"),
+    ];
+    known
+        .iter()
+        .find(|(n, _)| *n == nr)
+        .map_or_else(|| format!("syscall_{nr}"), |(_, name)| (*name).to_owned())
+}
+
+/// The task's pid inside the jail (the last `NSpid` entry) and its process (`Tgid`, in our pid
+/// namespace).
+fn task_ids(pid: i32) -> (Option<i32>, i32) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().last())
+            .and_then(|v| v.parse().ok())
+    };
+    (field("NSpid:"), field("Tgid:").unwrap_or(pid))
+}
+
+/// A path argument, resolved against the task's working directory or `dirfd` when relative.
+fn path_arg(pid: i32, dirfd: Option<u64>, addr: u64) -> Option<String> {
+    let p = read_cstr(pid, addr)?;
+    if p.starts_with('/') {
+        return Some(p);
+    }
+    // `int` arguments: the kernel reads the low 32 bits, and so do we.
+    let base = match dirfd.map(low_i32) {
+        None | Some(libc::AT_FDCWD) => std::fs::read_link(format!("/proc/{pid}/cwd")).ok(),
+        Some(fd) => std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).ok(),
+    };
+    Some(match base {
+        Some(b) => b.join(&p).to_string_lossy().into_owned(),
+        None => p,
+    })
+}
+
+/// The socket address as a Rust value, for the capture network.
+fn socket_addr(v: &Value) -> Option<SocketAddr> {
+    let ip: std::net::IpAddr = v.get("address")?.as_str()?.parse().ok()?;
+    let port = u16::try_from(v.get("port")?.as_u64()?).ok()?;
+    Some(SocketAddr::new(ip, port))
+}
+
+/// Up to [`MAX_PAYLOAD`] bytes at `addr`.
+fn payload(pid: i32, addr: u64, len: u64) -> Vec<u8> {
+    let len = usize::try_from(len).unwrap_or(usize::MAX).min(MAX_PAYLOAD);
+    if addr == 0 || len == 0 {
+        return Vec::new();
+    }
+    read_mem(pid, addr, len).unwrap_or_default()
+}
+
+fn sockaddr(pid: i32, addr: u64, len: u64) -> Value {
+    let len = usize::try_from(len.min(128)).unwrap_or(0);
+    let Some(b) = read_mem(pid, addr, len).filter(|b| b.len() >= 2) else {
+        return json!({});
+    };
+    let family = i32::from(u16::from_le_bytes([b[0], b[1]]));
+    let port = |b: &[u8]| b.get(2..4).map(|p| u16::from_be_bytes([p[0], p[1]]));
+    match family {
+        libc::AF_INET if b.len() >= 8 => json!({
+            "family": "inet",
+            "address": std::net::Ipv4Addr::new(b[4], b[5], b[6], b[7]).to_string(),
+            "port": port(&b),
+        }),
+        libc::AF_INET6 if b.len() >= 24 => {
+            let mut a = [0u8; 16];
+            a.copy_from_slice(&b[8..24]);
+            json!({ "family": "inet6", "address": std::net::Ipv6Addr::from(a).to_string(), "port": port(&b) })
+        }
+        libc::AF_UNIX => {
+            let raw = &b[2..];
+            let (abs, name) = if raw.first() == Some(&0) {
+                (true, &raw[1..])
+            } else {
+                (false, raw)
+            };
+            let end = if abs {
+                name.len()
+            } else {
+                name.iter().position(|c| *c == 0).unwrap_or(name.len())
+            };
+            json!({ "family": "unix", "path": String::from_utf8_lossy(&name[..end]), "abstract": abs })
+        }
+        other => json!({ "family": other }),
+    }
+}
+
+/// The low 32 bits of a syscall argument, as the `int` the kernel reads.
+#[allow(clippy::cast_possible_truncation)]
+fn low_i32(v: u64) -> i32 {
+    (v as u32).cast_signed()
+}
+
+fn open_event(flags: u64) -> (EventKind, Value) {
+    let flags = low_i32(flags);
+    let acc = flags & libc::O_ACCMODE;
+    let create = flags & libc::O_CREAT != 0;
+    let access = match acc {
+        libc::O_WRONLY => "write",
+        libc::O_RDWR => "read_write",
+        _ => "read",
+    };
+    let kind = if acc == libc::O_RDONLY && !create {
+        EventKind::FileOpen
+    } else {
+        EventKind::FileWrite
+    };
+    (
+        kind,
+        json!({ "access": access, "create": create, "op": "open" }),
+    )
+}
+
+impl std::fmt::Debug for Tracer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tracer")
+            .field("tasks", &self.tasks.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Receive the seccomp listener from the init on `sock`, then answer notifications on a thread
+/// of its own until every traced task is gone (the listener hangs up) or `stop` is set. Spawned
+/// by the supervisor once it no longer forks, so a second thread is safe there.
+pub fn spawn(
+    sock: OwnedFd,
+    init: nix::unistd::Pid,
+    hub: Arc<Hub>,
+    net: Option<Arc<Net>>,
+    stop: Arc<AtomicBool>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("warden-trace".into())
+        .spawn(move || match take_listener(&sock, init) {
+            Ok(listener) => Tracer::new(listener, hub, net).run(&stop),
+            Err(e) => tracing::debug!(error = %e, "no seccomp listener from the init"),
+        })
+}
+
+/// The init announces its listener's descriptor number; copy the descriptor out of it and
+/// tell it so.
+fn take_listener(sock: &OwnedFd, init: nix::unistd::Pid) -> Result<OwnedFd, nix::errno::Errno> {
+    let mut number = [0u8; 4];
+    let n = nix::unistd::read(sock, &mut number)?;
+    if n != 4 {
+        return Err(nix::errno::Errno::EPIPE);
+    }
+    let pidfd = sys::pidfd_open(init)?;
+    let listener = sys::pidfd_getfd(pidfd.as_fd(), i32::from_le_bytes(number))?;
+    nix::unistd::write(sock, b"k")?;
+    Ok(listener)
+}
+
+impl Tracer {
+    fn new(listener: OwnedFd, hub: Arc<Hub>, net: Option<Arc<Net>>) -> Tracer {
+        if let Err(e) = sys::notif_sync_wakeup(listener.as_fd()) {
+            tracing::debug!(error = %e, "no synchronous wake-up for seccomp notifications");
+        }
+        Tracer {
+            listener,
+            hub,
+            net,
+            tasks: HashMap::new(),
+            observed: crate::seccomp::traced_syscalls(),
+            written: HashMap::new(),
+            bound: HashMap::new(),
+        }
+    }
+
+    fn run(mut self, stop: &AtomicBool) {
+        use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+        loop {
+            let mut fds = [PollFd::new(self.listener.as_fd(), PollFlags::POLLIN)];
+            let ready = poll(&mut fds, PollTimeout::from(50u16));
+            let ev = fds[0].revents().unwrap_or(PollFlags::empty());
+            if ev.contains(PollFlags::POLLIN) {
+                self.handle_one();
+                continue;
+            }
+            let idle = matches!(ready, Ok(0));
+            if ev.intersects(PollFlags::POLLHUP | PollFlags::POLLERR | PollFlags::POLLNVAL)
+                || (idle && stop.load(Ordering::Acquire))
+                || ready.is_err_and(|e| e != nix::errno::Errno::EINTR)
+            {
+                return;
+            }
+        }
+    }
+
+    /// A denial the filter handed to us: answer it exactly as the deny list would, then record
+    /// the attempt. It never runs.
+    fn deny(&mut self, n: &sys::Notification) {
+        let errno = crate::seccomp::denial_errno(n.nr).unwrap_or(libc::EPERM);
+        let (inner, _) = task_ids(n.pid);
+        let _ = sys::notif_fail(self.listener.as_fd(), n.id, errno);
+        let data = json!({
+            "syscall": syscall_name(n.nr),
+            "nr": n.nr,
+            "args": &n.args[..3],
+            "errno": errno,
+            "by": "seccomp",
+        });
+        self.hub.record(EventKind::SandboxDenied, inner, data);
+    }
+
+    /// Handle one pending notification (call when the listener polled readable).
+    fn handle_one(&mut self) {
+        let Ok(n) = sys::notif_recv(self.listener.as_fd()) else {
+            return;
+        };
+        if !self.observed.contains(&n.nr) {
+            self.deny(&n);
+            return;
+        }
+        let pid = n.pid;
+        if self.tasks.len() > MAX_CACHED {
+            self.tasks.clear();
+        }
+        let task = self.tasks.entry(pid).or_insert_with(|| {
+            let (inner, tgid) = task_ids(pid);
+            Task {
+                mem: std::fs::File::open(format!("/proc/{pid}/mem")).ok(),
+                inner,
+                tgid,
+            }
+        });
+        let (inner, tgid) = (task.inner, task.tgid);
+        let mem = task.mem.as_ref().and_then(|f| f.try_clone().ok());
+        CURRENT.with(|c| *c.borrow_mut() = mem);
+        // An exec replaces the address space: later reads need a fresh handle.
+        if n.nr == libc::SYS_execve || n.nr == libc::SYS_execveat {
+            self.tasks.remove(&pid);
+        }
+        let decoded = decode(n.nr, pid, &n.args);
+        CURRENT.with(|c| *c.borrow_mut() = None);
+        // Only what still belongs to this notification is evidence. Pid 1 is the jail's own
+        // init (Warden, not the subject).
+        let valid = sys::notif_id_valid(self.listener.as_fd(), n.id) && inner != Some(1);
+        // Warden's own observers (the interposer being loaded, Python's attempt to cache the
+        // hook's bytecode) are not the subject's doing.
+        let decoded = decoded.filter(|(_, d)| !ours(d));
+        let Some((kind, data)) = decoded.filter(|_| valid) else {
+            let _ = sys::notif_continue(self.listener.as_fd(), n.id);
+            return;
+        };
+        self.before_continue(kind, &data, pid, tgid, &n);
+        let _ = sys::notif_continue(self.listener.as_fd(), n.id);
+        self.after_record(kind, data, inner, tgid, &n);
+    }
+
+    /// Work that must happen while the task is still stopped: a capture listener for the
+    /// destination of a connect, the canary scan of a process's written files at its exit.
+    fn before_continue(
+        &mut self,
+        kind: EventKind,
+        data: &Value,
+        pid: i32,
+        tgid: i32,
+        n: &sys::Notification,
+    ) {
+        if kind == EventKind::NetConnect
+            && data["op"] == "connect"
+            && let (Some(net), Some(addr)) = (&self.net, socket_addr(data))
+        {
+            net.ensure_listener(addr);
+        }
+        if n.nr == libc::SYS_exit_group
+            && let Some(paths) = self.written.remove(&tgid)
+        {
+            let inner = self.tasks.get(&pid).and_then(|t| t.inner);
+            for path in paths {
+                if let Some(bytes) = read_in_root(pid, &path) {
+                    let ctx = json!({ "where": "file", "path": path });
+                    self.hub.scan(&bytes, inner, &ctx);
+                }
+            }
+        }
+    }
+
+    fn after_record(
+        &mut self,
+        kind: EventKind,
+        mut data: Value,
+        inner: Option<i32>,
+        tgid: i32,
+        n: &sys::Notification,
+    ) {
+        if kind == EventKind::NetConnect {
+            let fd = low_i32(n.args[0]);
+            match data["op"].as_str() {
+                Some("bind") if self.bound.len() < 4096 => {
+                    self.bound.insert((tgid, fd), data.clone());
+                }
+                Some("listen") => {
+                    if let Some(b) = self.bound.get(&(tgid, fd)) {
+                        for k in ["family", "address", "port", "path"] {
+                            if let Some(v) = b.get(k) {
+                                data[k] = v.clone();
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+            if let (Some(net), Some(addr)) = (&self.net, socket_addr(&data))
+                && let Some(host) = net.host_of(addr.ip())
+            {
+                data["host"] = json!(host);
+            }
+        }
+        if kind == EventKind::FileWrite
+            && let Some(path) = data["path"].as_str()
+        {
+            let list = self.written.entry(tgid).or_default();
+            if list.len() < MAX_WRITTEN && !list.iter().any(|p| p == path) {
+                list.push(path.to_owned());
+            }
+        }
+        if kind == EventKind::EnvRead
+            && let (Some(c), Some(name)) = (self.hub.canaries(), data["name"].as_str())
+        {
+            data["canary"] = json!(c.value(&format!("env:{name}")).is_some());
+        }
+        let payload = data
+            .as_object_mut()
+            .and_then(|m| m.remove("payload"))
+            .and_then(|p| p.as_array().cloned());
+        let id = self.hub.record(kind, inner, data.clone());
+        if let Some(bytes) = payload {
+            let bytes: Vec<u8> = bytes
+                .iter()
+                .filter_map(|b| b.as_u64().and_then(|b| u8::try_from(b).ok()))
+                .collect();
+            let ctx = json!({ "where": "net", "address": data["address"], "port": data["port"], "event": id });
+            self.hub.scan(&bytes, inner, &ctx);
+            if data["port"] == 53 {
+                for (name, qtype) in warden_trace::questions(&bytes) {
+                    let dns = json!({ "name": name, "type": qtype, "server": data["address"], "answer": null });
+                    let dns_id = self.hub.record(EventKind::NetDns, inner, dns);
+                    let ctx = json!({ "where": "dns", "name": name, "event": dns_id });
+                    self.hub.scan_name(&name, inner, &ctx);
+                }
+            }
+        }
+    }
+}
+
+/// Whether a file event concerns Warden's own tools directory.
+fn ours(data: &Value) -> bool {
+    let prefix = concat!("/.warden", "/");
+    debug_assert_eq!(prefix.trim_end_matches('/'), super::prepare::TOOLS_MOUNT);
+    data["path"].as_str().is_some_and(|p| p.starts_with(prefix))
+}
+
+/// Read a file the process wrote, as the process sees it (its root, no escaping it through
+/// symlinks), if it is a regular file; at most [`MAX_SCAN`] bytes.
+fn read_in_root(pid: i32, path: &str) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let root = std::fs::File::open(format!("/proc/{pid}/root")).ok()?;
+    let flags = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
+    let resolve = libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS;
+    let rel = path.trim_start_matches('/');
+    let fd = sys::openat2(Some(root.as_fd()), rel, flags, 0, resolve).ok()?;
+    let file = std::fs::File::from(fd);
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_SCAN).read_to_end(&mut bytes).ok()?;
+    Some(bytes)
+}
+
+/// A send's data: the destination and the first bytes (kept aside for the canary scan and DNS
+/// decoding; they are not part of the event).
+fn send_event(
+    pid: i32,
+    addr: u64,
+    alen: u64,
+    buf: u64,
+    len: u64,
+    via: &str,
+) -> Option<(EventKind, Value)> {
+    if addr == 0 {
+        return None;
+    }
+    let mut d = sockaddr(pid, addr, alen);
+    let bytes = payload(pid, buf, len);
+    d["via"] = json!(via);
+    d["bytes"] = json!(len);
+    d["preview"] = json!(String::from_utf8_lossy(&bytes[..bytes.len().min(256)]));
+    d["captured"] = json!("syscall");
+    d["payload"] = json!(bytes);
+    Some((EventKind::NetSend, d))
+}
+
+/// `struct msghdr`: the destination and the first buffer of a `sendmsg`.
+fn sendmsg_event(pid: i32, msg: u64) -> Option<(EventKind, Value)> {
+    let h = read_mem(pid, msg, 32).filter(|h| h.len() == 32)?;
+    let word = |i: usize| u64::from_le_bytes(h[i..i + 8].try_into().unwrap_or([0; 8]));
+    let (name, namelen, iov, iovlen) = (word(0), word(8) & 0xffff_ffff, word(16), word(24));
+    let (base, len) = if iovlen > 0 {
+        let v = read_mem(pid, iov, 16).filter(|v| v.len() == 16)?;
+        (
+            u64::from_le_bytes(v[0..8].try_into().unwrap_or([0; 8])),
+            u64::from_le_bytes(v[8..16].try_into().unwrap_or([0; 8])),
+        )
+    } else {
+        (0, 0)
+    };
+    send_event(pid, name, namelen, base, len, "sendmsg")
+}
+
+fn file_change(path: Option<String>, op: &str, mode: u64) -> Option<(EventKind, Value)> {
+    Some((
+        EventKind::FileWrite,
+        json!({ "path": path, "op": op, "mode": format!("{:o}", mode & 0o7777) }),
+    ))
+}
+
+fn net_op(mut d: Value, op: &str) -> Option<(EventKind, Value)> {
+    d["op"] = json!(op);
+    Some((EventKind::NetConnect, d))
+}
+
+/// Turn one observed syscall into an event (reads the stopped task's memory).
+fn decode(nr: i64, pid: i32, a: &[u64; 6]) -> Option<(EventKind, Value)> {
+    match nr {
+        nr if nr == libc::SYS_execve => Some((
+            EventKind::ProcessSpawn,
+            json!({ "path": path_arg(pid, None, a[0]), "argv": read_argv(pid, a[1]) }),
+        )),
+        nr if nr == libc::SYS_execveat => Some((
+            EventKind::ProcessSpawn,
+            json!({ "path": path_arg(pid, Some(a[0]), a[1]), "argv": read_argv(pid, a[2]) }),
+        )),
+        nr if nr == libc::SYS_openat => {
+            let (kind, mut d) = open_event(a[2]);
+            d["path"] = json!(path_arg(pid, Some(a[0]), a[1]));
+            Some((kind, d))
+        }
+        nr if nr == libc::SYS_unlinkat => Some((
+            EventKind::FileDelete,
+            json!({ "path": path_arg(pid, Some(a[0]), a[1]) }),
+        )),
+        nr if nr == libc::SYS_renameat || nr == libc::SYS_renameat2 => Some((
+            EventKind::FileRename,
+            json!({ "from": path_arg(pid, Some(a[0]), a[1]), "to": path_arg(pid, Some(a[2]), a[3]) }),
+        )),
+        nr if nr == libc::SYS_mkdirat => {
+            file_change(path_arg(pid, Some(a[0]), a[1]), "mkdir", a[2])
+        }
+        nr if nr == libc::SYS_fchmodat || nr == crate::seccomp::FCHMODAT2 => {
+            file_change(path_arg(pid, Some(a[0]), a[1]), "chmod", a[2])
+        }
+        nr if nr == libc::SYS_connect => net_op(sockaddr(pid, a[1], a[2]), "connect"),
+        nr if nr == libc::SYS_bind => net_op(sockaddr(pid, a[1], a[2]), "bind"),
+        nr if nr == libc::SYS_listen => net_op(json!({ "fd": low_i32(a[0]) }), "listen"),
+        nr if nr == libc::SYS_sendto => send_event(pid, a[4], a[5], a[1], a[2], "sendto"),
+        nr if nr == libc::SYS_sendmsg => sendmsg_event(pid, a[1]),
+        nr if nr == ENV_READ_SYSCALL => {
+            let via = if a[1] == 1 { "python" } else { "getenv" };
+            Some((
+                EventKind::EnvRead,
+                json!({ "name": read_cstr(pid, a[0]), "via": via, "observed": "in_process" }),
+            ))
+        }
+        // The status the process exits with (deaths by signal are reported for the command
+        // itself by `sandbox.exited`).
+        nr if nr == libc::SYS_exit_group => Some((
+            EventKind::ProcessExit,
+            json!({ "code": low_i32(a[0]) & 0xff }),
+        )),
+        #[cfg(target_arch = "x86_64")]
+        nr if nr == libc::SYS_open => {
+            let (kind, mut d) = open_event(a[1]);
+            d["path"] = json!(path_arg(pid, None, a[0]));
+            Some((kind, d))
+        }
+        #[cfg(target_arch = "x86_64")]
+        nr if nr == libc::SYS_creat => Some((
+            EventKind::FileWrite,
+            json!({ "path": path_arg(pid, None, a[0]), "access": "write", "create": true }),
+        )),
+        #[cfg(target_arch = "x86_64")]
+        nr if nr == libc::SYS_unlink || nr == libc::SYS_rmdir => Some((
+            EventKind::FileDelete,
+            json!({ "path": path_arg(pid, None, a[0]) }),
+        )),
+        #[cfg(target_arch = "x86_64")]
+        nr if nr == libc::SYS_rename => Some((
+            EventKind::FileRename,
+            json!({ "from": path_arg(pid, None, a[0]), "to": path_arg(pid, None, a[1]) }),
+        )),
+        #[cfg(target_arch = "x86_64")]
+        nr if nr == libc::SYS_mkdir => file_change(path_arg(pid, None, a[0]), "mkdir", a[1]),
+        #[cfg(target_arch = "x86_64")]
+        nr if nr == libc::SYS_chmod => file_change(path_arg(pid, None, a[0]), "chmod", a[1]),
+        _ => None,
+    }
+}

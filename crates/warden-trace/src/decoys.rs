@@ -1,0 +1,220 @@
+//! The decoy home and the canary environment: what a credential thief looks for, filled with
+//! fresh canary values for every run.
+//!
+//! Files are given relative to the home directory; every secret in them is a [`Canary`] named
+//! after where it was planted (`file:~/.aws/credentials`, `env:GITHUB_TOKEN`), so a hit says
+//! which secret leaked and from where.
+
+use crate::canary::{ALNUM, Canaries, Canary, random_string};
+
+/// Upper-case letters and digits 2–7 (the alphabet of AWS access key ids).
+const UPPER32: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+
+/// One decoy file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecoyFile {
+    /// Path relative to the home directory.
+    pub path: &'static str,
+    /// Contents.
+    pub contents: String,
+    /// Permission bits.
+    pub mode: u32,
+}
+
+/// The canaries, the environment and the files of one run's decoys.
+#[derive(Debug, Clone)]
+pub struct Decoys {
+    /// Every planted secret, with its matchers.
+    pub canaries: Canaries,
+    /// Canary environment variables.
+    pub env: Vec<(String, String)>,
+    /// Files of the decoy home.
+    pub files: Vec<DecoyFile>,
+}
+
+fn aws_key_id() -> String {
+    format!("AKIA{}", random_string(UPPER32, 16))
+}
+
+/// A fake OpenSSH private key whose body carries `marker`.
+fn ssh_key(marker: &str) -> String {
+    let body = format!(
+        "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW{}{}",
+        marker,
+        random_string(ALNUM, 120)
+    );
+    let lines: Vec<&str> = body
+        .as_bytes()
+        .chunks(70)
+        .filter_map(|c| std::str::from_utf8(c).ok())
+        .collect();
+    format!(
+        "-----BEGIN OPENSSH PRIVATE KEY-----\n{}\n-----END OPENSSH PRIVATE KEY-----\n",
+        lines.join("\n")
+    )
+}
+
+impl Decoys {
+    /// Fresh decoys for one run.
+    pub fn generate() -> Decoys {
+        let mut list = Vec::new();
+        let mut plant = |planted: &str, value: String| {
+            list.push(Canary {
+                planted: planted.to_owned(),
+                value: value.clone(),
+            });
+            value
+        };
+        let env: Vec<(String, String)> = [
+            ("AWS_ACCESS_KEY_ID", aws_key_id()),
+            ("AWS_SECRET_ACCESS_KEY", random_string(ALNUM, 40)),
+            ("GITHUB_TOKEN", format!("ghp_{}", random_string(ALNUM, 36))),
+            (
+                "OPENAI_API_KEY",
+                format!("sk-proj-{}", random_string(ALNUM, 48)),
+            ),
+            (
+                "ANTHROPIC_API_KEY",
+                format!("sk-ant-api03-{}", random_string(ALNUM, 48)),
+            ),
+            ("NPM_TOKEN", format!("npm_{}", random_string(ALNUM, 36))),
+            (
+                "DATABASE_URL",
+                format!(
+                    "postgres://app:{}@db.internal.invalid:5432/prod",
+                    random_string(ALNUM, 24)
+                ),
+            ),
+        ]
+        .into_iter()
+        .map(|(k, v)| {
+            // The database URL's canary is its password, which is what a thief would use.
+            let secret = match k {
+                "DATABASE_URL" => v
+                    .split_once(':')
+                    .and_then(|(_, r)| r.split_once(':'))
+                    .and_then(|(_, r)| r.split_once('@'))
+                    .map_or(v.clone(), |(pw, _)| pw.to_owned()),
+                _ => v.clone(),
+            };
+            plant(&format!("env:{k}"), secret);
+            (k.to_owned(), v)
+        })
+        .collect();
+
+        let ssh_marker = plant("file:~/.ssh/id_rsa", random_string(ALNUM, 32));
+        let aws_id = plant("file:~/.aws/credentials#id", aws_key_id());
+        let aws_secret = plant("file:~/.aws/credentials", random_string(ALNUM, 40));
+        let npmrc = plant("file:~/.npmrc", format!("npm_{}", random_string(ALNUM, 36)));
+        let dotenv = plant(
+            "file:~/.env",
+            format!("sk-live-{}", random_string(ALNUM, 32)),
+        );
+        let gh = plant(
+            "file:~/.config/gh/hosts.yml",
+            format!("gho_{}", random_string(ALNUM, 36)),
+        );
+        let docker_pw = plant("file:~/.docker/config.json", random_string(ALNUM, 32));
+        let git_cred = plant(
+            "file:~/.git-credentials",
+            format!("ghp_{}", random_string(ALNUM, 36)),
+        );
+        let kube = plant("file:~/.kube/config", random_string(ALNUM, 48));
+        let browser = plant(
+            "file:~/.mozilla/firefox/default/logins.json",
+            random_string(ALNUM, 32),
+        );
+        let docker_auth = data_encoding::BASE64.encode(format!("deploy:{docker_pw}").as_bytes());
+        let files = vec![
+            DecoyFile {
+                path: ".ssh/id_rsa",
+                contents: ssh_key(&ssh_marker),
+                mode: 0o600,
+            },
+            DecoyFile {
+                path: ".ssh/config",
+                contents: "Host build\n  HostName build.internal.invalid\n  User deploy\n".into(),
+                mode: 0o644,
+            },
+            DecoyFile {
+                path: ".aws/credentials",
+                contents: format!(
+                    "[default]\naws_access_key_id = {aws_id}\naws_secret_access_key = {aws_secret}\n"
+                ),
+                mode: 0o600,
+            },
+            DecoyFile {
+                path: ".npmrc",
+                contents: format!("//registry.npmjs.org/:_authToken={npmrc}\n"),
+                mode: 0o600,
+            },
+            DecoyFile {
+                path: ".env",
+                contents: format!("STRIPE_SECRET_KEY={dotenv}\nDEBUG=false\n"),
+                mode: 0o600,
+            },
+            DecoyFile {
+                path: ".config/gh/hosts.yml",
+                contents: format!(
+                    "github.com:\n    oauth_token: {gh}\n    user: deploy\n    git_protocol: https\n"
+                ),
+                mode: 0o600,
+            },
+            DecoyFile {
+                path: ".docker/config.json",
+                contents: format!(
+                    "{{\"auths\": {{\"registry.internal.invalid\": {{\"auth\": \"{docker_auth}\"}}}}}}\n"
+                ),
+                mode: 0o600,
+            },
+            DecoyFile {
+                path: ".git-credentials",
+                contents: format!("https://deploy:{git_cred}@github.com\n"),
+                mode: 0o600,
+            },
+            DecoyFile {
+                path: ".kube/config",
+                contents: format!(
+                    "apiVersion: v1\nkind: Config\nusers:\n- name: admin\n  user:\n    token: {kube}\n"
+                ),
+                mode: 0o600,
+            },
+            DecoyFile {
+                path: ".mozilla/firefox/default/logins.json",
+                contents: format!(
+                    "{{\"logins\": [{{\"hostname\": \"https://mail.internal.invalid\", \"username\": \"deploy\", \"password\": \"{browser}\"}}]}}\n"
+                ),
+                mode: 0o600,
+            },
+        ];
+        Decoys {
+            canaries: Canaries::new(list),
+            env,
+            files,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_file_secret_is_a_canary_and_runs_differ() {
+        let d = Decoys::generate();
+        for f in &d.files {
+            let hits = d.canaries.find(f.contents.as_bytes());
+            assert!(
+                f.path == ".ssh/config" || !hits.is_empty(),
+                "{} carries no canary",
+                f.path
+            );
+        }
+        for (k, v) in &d.env {
+            assert!(!d.canaries.find(v.as_bytes()).is_empty(), "{k}");
+        }
+        let again = Decoys::generate();
+        assert_ne!(d.env, again.env);
+        assert!(again.canaries.find(d.env[0].1.as_bytes()).is_empty());
+    }
+}

@@ -1,0 +1,55 @@
+//! The environment-read observers injected into traced programs: a getenv/secure_getenv
+//! interposer (a shared object built from `interposer/getenv.c` by this crate's build script,
+//! loaded with `LD_PRELOAD`) and a Python `sitecustomize` hook for `os.environ`, which Python
+//! fills at start-up without calling getenv.
+//!
+//! Both announce a read of a credential-like name with the syscall [`ENV_READ_SYSCALL`], which
+//! the jail's filter hands to the tracer. They run inside the subject, so their reports are
+//! in-process observations: a program can skip or forge them. Canaries are the tamper-proof
+//! signal.
+
+/// The syscall number that announces an environment read (`name` pointer, origin: 0 for
+/// getenv, 1 for Python). No kernel implements it; the tracer records it and the kernel
+/// answers ENOSYS.
+pub const ENV_READ_SYSCALL: i64 = 0x0057_4400;
+
+const WORDS: &str = include_str!("../interposer/words.txt");
+
+/// The interposer library.
+pub const LIBRARY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libwarden_env.so"));
+
+/// Substrings (upper case) that make a variable name credential-like.
+pub fn credential_words() -> impl Iterator<Item = &'static str> {
+    WORDS.lines().map(str::trim).filter(|w| !w.is_empty())
+}
+
+/// Whether `name` looks like it holds a credential.
+pub fn credential_like(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    credential_words().any(|w| upper.contains(w))
+}
+
+/// The Python `sitecustomize.py`.
+pub fn sitecustomize() -> String {
+    let words: Vec<String> = credential_words().map(|w| format!("{w:?}, ")).collect();
+    include_str!("../interposer/sitecustomize.py")
+        .replace("@WORDS@", &words.concat())
+        .replace("@NR@", &ENV_READ_SYSCALL.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_and_artifacts() {
+        assert!(credential_like("GITHUB_TOKEN"));
+        assert!(credential_like("aws_secret_access_key"));
+        assert!(!credential_like("PATH"));
+        assert!(!credential_like("PYTHONHASHSEED"));
+        assert!(LIBRARY.starts_with(b"\x7fELF"));
+        let py = sitecustomize();
+        assert!(py.contains("\"TOKEN\", ") && py.contains(&ENV_READ_SYSCALL.to_string()));
+        assert!(!py.contains('@'));
+    }
+}

@@ -1,0 +1,18 @@
+//! What Warden's tracer needs besides syscalls: canary tokens and their matcher, the decoy home
+//! and canary environment, the DNS stub's codec and fake address range, sniffing of captured
+//! connections (TLS SNI, HTTP request line), and the environment-read interposers.
+//!
+//! Everything here is pure logic over bytes the sandboxed program controls: it is bounded,
+//! never panics on malformed input (property-tested) and does no I/O of its own. The jail
+//! (`warden-jail`) does the system side: seccomp notifications, the network namespace, files.
+
+pub mod canary;
+pub mod decoys;
+pub mod dns;
+pub mod interposer;
+pub mod sniff;
+
+pub use canary::{Canaries, Canary, Form, Hit};
+pub use decoys::{DecoyFile, Decoys};
+pub use dns::{DnsMode, Query, Stub, questions};
+pub use sniff::{Sniffed, sniff};
