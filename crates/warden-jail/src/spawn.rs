@@ -24,7 +24,7 @@ use crate::error::{JailError, SetupFailure};
 use crate::outcome::Outcome;
 use crate::policy::Policy;
 use crate::protocol::{MAX_JSON_FRAME, read_frame, write_frame};
-use crate::supervisor::{IoMode, Request, supervise};
+use crate::supervisor::{IoMode, Observer, Request, supervise_with};
 
 /// First argument that makes the `warden` binary act as the jail helper.
 pub const HELPER_ARG: &str = "__jail-supervise";
@@ -34,6 +34,14 @@ pub const MAX_STDIN: u32 = 64 << 20;
 
 const REQUEST_FD: RawFd = 3;
 const RESULT_FD: RawFd = 4;
+/// Traced runs: events and acknowledgements from the helper, window lines to it.
+const TRACE_FD: RawFd = 5;
+/// Events a [`TraceLink`] keeps, at most (the rest are counted).
+const LINK_EVENTS: usize = 20_000;
+/// Longest line accepted from the helper's event stream.
+const LINK_LINE: u64 = 1 << 20;
+/// How long opening a window waits for the helper's acknowledgement.
+const WINDOW_WAIT: Duration = Duration::from_secs(10);
 
 /// What the helper sends back.
 #[derive(Debug, Serialize, Deserialize)]
@@ -69,7 +77,11 @@ impl Jail {
         }
     }
 
-    fn start(&self, req: &Request, stdio: [Stdio; 3]) -> Result<(Child, File, File), JailError> {
+    fn start(
+        &self,
+        req: &Request,
+        stdio: [Stdio; 3],
+    ) -> Result<(Child, File, File, Option<TraceLink>), JailError> {
         req.policy.validate()?;
         if req.argv.is_empty() {
             return Err(JailError::BadCommand("empty command line"));
@@ -82,6 +94,14 @@ impl Jail {
         let (req_r, req_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(io_err)?;
         let (res_r, res_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(io_err)?;
         let (req_raw, res_raw) = (req_r.as_raw_fd(), res_w.as_raw_fd());
+        let traced = req.policy.trace || req.policy.decoys;
+        let link = if traced {
+            let (ours, theirs) = std::os::unix::net::UnixStream::pair().map_err(helper_err)?;
+            Some((ours, theirs))
+        } else {
+            None
+        };
+        let link_raw = link.as_ref().map_or(-1, |(_, t)| t.as_raw_fd());
         let [stdin, stdout, stderr] = stdio;
         let mut cmd = Command::new(&self.helper);
         cmd.arg(HELPER_ARG)
@@ -95,10 +115,16 @@ impl Jail {
             cmd.pre_exec(move || {
                 let hi_req = libc::fcntl(req_raw, libc::F_DUPFD_CLOEXEC, 10);
                 let hi_res = libc::fcntl(res_raw, libc::F_DUPFD_CLOEXEC, 10);
+                let hi_link = if link_raw >= 0 {
+                    libc::fcntl(link_raw, libc::F_DUPFD_CLOEXEC, 10)
+                } else {
+                    -1
+                };
                 if hi_req < 0
                     || hi_res < 0
                     || libc::dup2(hi_req, REQUEST_FD) < 0
                     || libc::dup2(hi_res, RESULT_FD) < 0
+                    || (link_raw >= 0 && (hi_link < 0 || libc::dup2(hi_link, TRACE_FD) < 0))
                 {
                     return Err(std::io::Error::last_os_error());
                 }
@@ -107,6 +133,13 @@ impl Jail {
         }
         let mut child = cmd.spawn().map_err(helper_err)?;
         drop((req_r, res_w));
+        let link = match link {
+            Some((ours, theirs)) => {
+                drop(theirs);
+                Some(TraceLink::start(ours).map_err(helper_err)?)
+            }
+            None => None,
+        };
         let mut lifeline = File::from(req_w);
         let body = serde_json::to_vec(req).map_err(|_| JailError::Protocol("request encoding"))?;
         let sent =
@@ -116,7 +149,7 @@ impl Jail {
             let _ = child.wait();
             return Err(JailError::Protocol("exited before reading its request"));
         }
-        Ok((child, lifeline, File::from(res_r)))
+        Ok((child, lifeline, File::from(res_r), link))
     }
 
     /// Run `argv` to completion and capture its output (up to the policy's output limit).
@@ -147,8 +180,9 @@ impl Jail {
             stdin: stdin.to_vec(),
         };
         let stdio = [Stdio::null(), Stdio::null(), Stdio::null()];
-        let (child, lifeline, result) = self.start(&req, stdio)?;
+        let (child, lifeline, result, trace) = self.start(&req, stdio)?;
         Ok(Running {
+            trace,
             child,
             lifeline: Killer(Arc::new(Mutex::new(Some(lifeline)))),
             result,
@@ -167,8 +201,9 @@ impl Jail {
             stdin: Vec::new(),
         };
         let stdio = [Stdio::piped(), Stdio::piped(), Stdio::piped()];
-        let (mut child, lifeline, result) = self.start(&req, stdio)?;
+        let (mut child, lifeline, result, trace) = self.start(&req, stdio)?;
         Ok(Running {
+            trace,
             stdin: child.stdin.take(),
             stdout: child.stdout.take(),
             stderr: child.stderr.take(),
@@ -205,6 +240,141 @@ pub struct Running {
     pub stdout: Option<ChildStdout>,
     /// The command's stderr.
     pub stderr: Option<ChildStderr>,
+    /// Traced runs: the live event stream and the window control.
+    pub trace: Option<TraceLink>,
+}
+
+/// The live side of a traced run started through the helper: events as they happen, the
+/// run's canaries, and attribution windows.
+#[derive(Debug)]
+pub struct TraceLink {
+    writer: Mutex<std::os::unix::net::UnixStream>,
+    state: Arc<(Mutex<LinkState>, std::sync::Condvar)>,
+}
+
+#[derive(Debug, Default)]
+struct LinkState {
+    events: Vec<warden_events::Event>,
+    dropped: u64,
+    acks: u64,
+    canaries: Vec<warden_trace::Canary>,
+    closed: bool,
+}
+
+impl TraceLink {
+    fn start(stream: std::os::unix::net::UnixStream) -> std::io::Result<TraceLink> {
+        let reader = stream.try_clone()?;
+        let state: Arc<(Mutex<LinkState>, std::sync::Condvar)> = Arc::default();
+        let shared = state.clone();
+        std::thread::Builder::new()
+            .name("warden-trace-link".into())
+            .spawn(move || read_link(reader, &shared))?;
+        Ok(TraceLink {
+            writer: Mutex::new(stream),
+            state,
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, LinkState> {
+        self.state
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Open the window `name` (`install`, `startup`, `tool_call:<id>`), or close the open one
+    /// with `None`. Returns once the tracer has switched: every event after this returns is
+    /// attributed to the new window.
+    pub fn window(&self, name: Option<&str>) -> Result<(), JailError> {
+        let target = self.lock().acks + 1;
+        let line = serde_json::json!({ "window": name }).to_string() + "\n";
+        {
+            let mut w = self
+                .writer
+                .lock()
+                .map_err(|_| JailError::Protocol("trace link poisoned"))?;
+            w.write_all(line.as_bytes())
+                .map_err(|_| JailError::Protocol("the run is over"))?;
+        }
+        let (lock, cv) = &*self.state;
+        let guard = lock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (guard, _) = cv
+            .wait_timeout_while(guard, WINDOW_WAIT, |s| s.acks < target && !s.closed)
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if guard.acks >= target {
+            Ok(())
+        } else {
+            Err(JailError::Protocol(
+                "the tracer did not acknowledge the window",
+            ))
+        }
+    }
+
+    /// The events received so far.
+    pub fn events(&self) -> Vec<warden_events::Event> {
+        self.lock().events.clone()
+    }
+
+    /// Events dropped at the cap (by the tracer or by this link).
+    pub fn dropped(&self) -> u64 {
+        self.lock().dropped
+    }
+
+    /// The run's canaries (with decoys on).
+    pub fn canaries(&self) -> Vec<warden_trace::Canary> {
+        self.lock().canaries.clone()
+    }
+
+    /// Wait up to `timeout` for the helper to end the stream (after the run ends).
+    pub fn wait_closed(&self, timeout: Duration) -> bool {
+        let (lock, cv) = &*self.state;
+        let guard = lock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        cv.wait_timeout_while(guard, timeout, |s| !s.closed)
+            .map(|(g, _)| g.closed)
+            .unwrap_or(false)
+    }
+}
+
+fn read_link(
+    stream: std::os::unix::net::UnixStream,
+    shared: &(Mutex<LinkState>, std::sync::Condvar),
+) {
+    use std::io::{BufRead, Read};
+    let mut reader = std::io::BufReader::new(stream);
+    loop {
+        let mut line = Vec::new();
+        let n = (&mut reader).take(LINK_LINE).read_until(b'\n', &mut line);
+        let done = !matches!(n, Ok(n) if n > 0);
+        let value: Option<serde_json::Value> = serde_json::from_slice(&line).ok();
+        let mut s = shared
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(v) = value {
+            if v.get("ack").is_some() {
+                s.acks += 1;
+            } else if let Some(list) = v.get("canaries") {
+                s.canaries = serde_json::from_value(list.clone()).unwrap_or_default();
+            } else if let Ok(e) = serde_json::from_value::<warden_events::Event>(v) {
+                if s.events.len() < LINK_EVENTS {
+                    s.events.push(e);
+                } else {
+                    s.dropped += 1;
+                }
+            }
+        }
+        if done {
+            s.closed = true;
+        }
+        shared.1.notify_all();
+        if done {
+            return;
+        }
+    }
 }
 
 impl Running {
@@ -292,7 +462,24 @@ pub fn helper_main() -> i32 {
     let reply = match read_request(&mut req_file) {
         Ok(req) => {
             let lifeline: BorrowedFd<'_> = req_file.as_fd();
-            match supervise(&req, Some(lifeline)) {
+            let link = (req.policy.trace || req.policy.decoys)
+                .then(|| {
+                    // SAFETY: `Jail::start` placed descriptor 5 for traced runs only, for us
+                    // alone.
+                    unsafe { OwnedFd::from_raw_fd(TRACE_FD) }
+                })
+                .map(File::from);
+            let observer = match &link {
+                Some(f) => match f.try_clone() {
+                    Ok(sink) => Observer {
+                        sink: Some(Box::new(sink)),
+                        control: Some(f.as_fd()),
+                    },
+                    Err(_) => Observer::default(),
+                },
+                None => Observer::default(),
+            };
+            match supervise_with(&req, Some(lifeline), observer) {
                 Ok(o) => {
                     let (stdout, stderr) = (o.stdout.clone(), o.stderr.clone());
                     (Reply::Outcome(Box::new(o)), stdout, stderr)

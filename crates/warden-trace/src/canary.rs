@@ -8,10 +8,10 @@
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use data_encoding::{BASE32, BASE32_NOPAD, BASE64, BASE64URL, Encoding, HEXLOWER};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One planted secret.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Canary {
     /// Where it was planted: an environment variable (`env:GITHUB_TOKEN`) or a decoy file
     /// (`file:~/.aws/credentials`).

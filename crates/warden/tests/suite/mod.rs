@@ -2,6 +2,7 @@ mod common;
 mod escape;
 mod jail_api;
 mod limits;
+mod observe;
 mod run_cli;
 mod serve;
 mod trace;

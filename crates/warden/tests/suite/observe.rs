@@ -1,0 +1,271 @@
+//! The tracer's observations beyond syscalls: the DNS stub and capture sink, canaries from the
+//! decoy home and environment, environment reads, and attribution windows. Every program that
+//! names a non-loopback destination runs under `unshare --net` (an empty network namespace of
+//! the test's own), so even a broken jail could not send a packet anywhere.
+
+use std::io::{BufRead, BufReader, Write};
+
+use serde_json::Value;
+
+use super::common::*;
+
+/// `unshare --net warden run --decoys --trace FILE OPTIONS -- CMD`: the run and its events.
+fn observed(options: &[&str], cmd: &[&str]) -> (Run, Vec<Value>) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("events.jsonl");
+    let fixtures = format!("{}:/opt/fixtures", fixtures().join("trace").display());
+    let mut args = vec![
+        "--net",
+        warden_bin(),
+        "run",
+        "--timeout",
+        "60",
+        "--decoys",
+        "--ro-bind",
+        &fixtures,
+        "--trace",
+        file.to_str().unwrap(),
+    ];
+    args.extend_from_slice(options);
+    args.push("--");
+    args.extend_from_slice(cmd);
+    let out = std::process::Command::new("unshare")
+        .args(&args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("unshare runs");
+    let run = Run {
+        status: out.status.code().unwrap_or(137),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
+    let text = std::fs::read_to_string(&file).unwrap_or_default();
+    let events = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (run, events)
+}
+
+fn exfil(step: &str) -> (Run, Vec<Value>) {
+    observed(&[], &["python3", "/opt/fixtures/exfil.py", step])
+}
+
+fn all<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["kind"] == kind).collect()
+}
+
+fn canary_value(events: &[Value], planted: &str) -> String {
+    let list = events
+        .iter()
+        .find_map(|e| e.get("canaries"))
+        .expect("the canaries come first");
+    list.as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["planted"] == planted)
+        .map(|c| c["value"].as_str().unwrap().to_owned())
+        .expect("planted")
+}
+
+#[test]
+fn a_canary_in_a_dns_label_is_caught() {
+    let (r, ev) = exfil("dns");
+    assert_eq!(r.status, 0, "{r:?}");
+    let dns = all(&ev, "net.dns");
+    let a = dns
+        .iter()
+        .find(|e| e["data"]["type"] == "A")
+        .expect("an A query");
+    let name = a["data"]["name"].as_str().unwrap();
+    assert!(name.ends_with(".exfil.invalid"), "{name}");
+    assert!(a["data"]["answer"].as_str().unwrap().starts_with("198.18."));
+    assert_eq!(a["data"]["server"], "127.0.0.53:53");
+    let seen = all(&ev, "canary.seen");
+    let hit = seen
+        .iter()
+        .find(|e| e["data"]["where"] == "dns")
+        .expect("canary.seen for the DNS name");
+    assert_eq!(hit["data"]["planted"], "env:GITHUB_TOKEN");
+    assert_eq!(hit["data"]["encoding"], "base32");
+    assert_eq!(hit["data"]["name"], name);
+    // The token reached the program through its environment, and Python's read was observed.
+    let read = all(&ev, "env.read");
+    assert!(
+        read.iter()
+            .any(|e| e["data"]["name"] == "GITHUB_TOKEN" && e["data"]["canary"] == true),
+        "{read:?}"
+    );
+}
+
+#[test]
+fn connections_anywhere_land_on_the_sink() {
+    let (r, ev) = exfil("connect");
+    assert_eq!(r.status, 0, "{r:?}");
+    let connect = all(&ev, "net.connect")
+        .into_iter()
+        .find(|e| e["data"]["address"] == "203.0.113.7")
+        .expect("connect event");
+    assert_eq!(connect["data"]["port"], 443);
+    assert_eq!(connect["data"]["op"], "connect");
+    assert!(connect["pid"].as_i64().unwrap() > 1);
+    let sends = all(&ev, "net.send");
+    let post = sends
+        .iter()
+        .find(|e| e["data"]["address"] == "203.0.113.7")
+        .expect("the sink's record");
+    assert_eq!(post["data"]["port"], 443);
+    assert_eq!(post["data"]["captured"], "sink");
+    assert_eq!(post["data"]["request_line"], "POST /collect HTTP/1.1");
+    assert_eq!(post["data"]["http_host"], "c2.invalid");
+    let aws = canary_value(&ev, "file:~/.aws/credentials");
+    assert!(post["data"]["preview"].as_str().unwrap().contains(&aws));
+    let seen = all(&ev, "canary.seen");
+    let hit = seen
+        .iter()
+        .find(|e| e["data"]["planted"] == "file:~/.aws/credentials")
+        .expect("the stolen key was seen leaving");
+    assert_eq!(hit["data"]["where"], "net");
+    assert_eq!(hit["data"]["event"], post["id"]);
+    // A name resolved by the stub leads to the sink too, and both sides carry the name.
+    let beacon = sends
+        .iter()
+        .find(|e| e["data"]["host"] == "beacon.test")
+        .expect("beacon capture");
+    assert_eq!(beacon["data"]["port"], 8443);
+    assert_eq!(beacon["data"]["preview"], "hello from the beacon");
+    assert_eq!(beacon["data"]["protocol"], "unknown");
+    assert!(
+        all(&ev, "net.connect")
+            .iter()
+            .any(|e| e["data"]["host"] == "beacon.test")
+    );
+    assert!(r.stdout.contains("resolved 198.18."), "{r:?}");
+}
+
+#[test]
+fn an_addressed_datagram_is_recorded_and_decoded() {
+    let (r, ev) = exfil("udp");
+    assert_eq!(r.status, 0, "{r:?}");
+    let send = all(&ev, "net.send")
+        .into_iter()
+        .find(|e| e["data"]["via"] == "sendto")
+        .expect("sendto event");
+    assert_eq!(send["data"]["address"], "203.0.113.53");
+    assert_eq!(send["data"]["port"], 53);
+    assert_eq!(send["data"]["captured"], "syscall");
+    let dns = all(&ev, "net.dns")
+        .into_iter()
+        .find(|e| e["data"]["name"] == "leak.invalid")
+        .expect("the query was decoded");
+    assert_eq!(dns["data"]["type"], "TXT");
+    assert_eq!(dns["data"]["server"], "203.0.113.53");
+}
+
+#[test]
+fn environment_reads_are_observed_in_python_node_and_c() {
+    let (r, ev) = exfil("env");
+    assert_eq!(r.status, 0, "{r:?}");
+    let read = all(&ev, "env.read");
+    let openai = read
+        .iter()
+        .find(|e| e["data"]["name"] == "OPENAI_API_KEY")
+        .expect("python read");
+    assert_eq!(openai["data"]["via"], "python");
+    assert_eq!(openai["data"]["observed"], "in_process");
+    assert_eq!(openai["data"]["canary"], true);
+    assert!(
+        !read.iter().any(|e| e["data"]["name"] == "PATH"),
+        "PATH is not credential-like"
+    );
+    // Node reads process.env through libc's getenv; the interposer sees it.
+    let (r, ev) = observed(&[], &["node", "-e", "process.env.NPM_TOKEN"]);
+    assert_eq!(r.status, 0, "{r:?}");
+    let npm = all(&ev, "env.read")
+        .into_iter()
+        .find(|e| e["data"]["name"] == "NPM_TOKEN")
+        .expect("node read");
+    assert_eq!(npm["data"]["via"], "getenv");
+    // A C program that reads nothing credential-like produces no env.read.
+    let (r, ev) = observed(&[], &["/bin/true"]);
+    assert_eq!(r.status, 0, "{r:?}");
+    assert!(all(&ev, "env.read").is_empty(), "{ev:?}");
+}
+
+#[test]
+fn canaries_in_written_files_and_output_are_caught_and_clean_ones_are_not() {
+    let (r, ev) = exfil("leak");
+    assert_eq!(r.status, 0, "{r:?}");
+    let seen = all(&ev, "canary.seen");
+    let file = seen
+        .iter()
+        .find(|e| e["data"]["where"] == "file")
+        .expect("the copied key");
+    assert_eq!(file["data"]["path"], "/tmp/copy");
+    assert_eq!(file["data"]["planted"], "file:~/.ssh/id_rsa");
+    let out = seen
+        .iter()
+        .find(|e| e["data"]["where"] == "output")
+        .expect("the printed secret");
+    assert_eq!(out["data"]["stream"], "stdout");
+    assert_eq!(out["data"]["planted"], "env:AWS_SECRET_ACCESS_KEY");
+    assert_eq!(out["data"]["encoding"], "base64");
+    assert!(!seen.iter().any(|e| e["data"]["path"] == "/tmp/harmless"));
+    // The decoy home is where HOME says, and reading it alone is no canary sighting.
+    let (r, ev) = observed(
+        &[],
+        &[
+            "sh",
+            "-c",
+            "test \"$HOME\" = /home/sandbox && cat ~/.npmrc >/dev/null",
+        ],
+    );
+    assert_eq!(r.status, 0, "{r:?}");
+    assert!(all(&ev, "canary.seen").is_empty(), "{ev:?}");
+    assert!(
+        all(&ev, "file.open")
+            .iter()
+            .any(|e| e["data"]["path"] == "/home/sandbox/.npmrc")
+    );
+}
+
+#[test]
+fn windows_attribute_a_grandchilds_exec() {
+    let policy = warden_jail::Policy {
+        trace: true,
+        ..warden_jail::Policy::default()
+    };
+    let jail = warden_jail::Jail::with_helper(warden_bin());
+    let script = "while read word; do sh -c \"sh -c 'exec /bin/echo $word'\"; done";
+    let argv: Vec<String> = ["sh", "-c", script].iter().map(|s| s.to_string()).collect();
+    let mut run = jail.spawn(&policy, &argv).unwrap();
+    let link = run.trace.take().expect("a traced spawn has a link");
+    let mut stdin = run.stdin.take().unwrap();
+    let mut stdout = BufReader::new(run.stdout.take().unwrap());
+    for (window, word) in [("tool_call:1", "first"), ("tool_call:2", "second")] {
+        link.window(Some(window)).unwrap();
+        writeln!(stdin, "{word}").unwrap();
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), word);
+    }
+    link.window(None).unwrap();
+    drop(stdin);
+    let outcome = run.wait().unwrap();
+    assert_eq!(outcome.exit_code, Some(0));
+    assert!(link.wait_closed(std::time::Duration::from_secs(10)));
+    let events = link.events();
+    for (window, word) in [("tool_call:1", "first"), ("tool_call:2", "second")] {
+        let exec = events
+            .iter()
+            .find(|e| {
+                serde_json::to_value(e.kind).unwrap() == "process.spawn"
+                    && e.data["argv"] == serde_json::json!(["/bin/echo", word])
+            })
+            .unwrap_or_else(|| panic!("exec of echo {word}"));
+        assert_eq!(exec.triggered_by.as_deref(), Some(window));
+    }
+    // Before the first window and after the last, events carry no window.
+    assert_eq!(events[0].triggered_by, None);
+    assert_eq!(events.last().unwrap().triggered_by, None);
+}
