@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The same programs inside and outside the jail (not a version manager's shims).
-export PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin
+export PATH="/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin:${CARGO_HOME:-$HOME/.cargo}/bin"
 
 if ! command -v hyperfine >/dev/null || ! command -v strace >/dev/null; then
     export DEBIAN_FRONTEND=noninteractive

@@ -3,7 +3,9 @@
 //! The jail's set-up must happen in a single-threaded process, so [`Jail`] re-executes a helper
 //! binary (the `warden` executable, whose `main` calls [`helper_main`] when its first argument
 //! is [`HELPER_ARG`]). The helper gets the request on descriptor 3 — which then stays open as
-//! the lifeline: closing it kills the run — and writes the outcome on descriptor 4.
+//! the lifeline: closing it kills the run — and writes the outcome on descriptor 4. A traced run
+//! also gets descriptor 5, a stream socket: the helper writes events (JSON lines) as they happen
+//! and reads attribution windows from it ([`TraceLink`]).
 //! The only code that runs between `fork` and `exec` here is `dup2`/`fcntl`, which are
 //! async-signal-safe.
 
