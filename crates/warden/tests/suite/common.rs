@@ -53,6 +53,15 @@ pub fn warden(args: &[&str]) -> Run {
     }
 }
 
+/// The JSON lines of a `--trace` file (none if it is missing).
+pub fn read_events(path: &std::path::Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 /// `warden run --json OPTIONS -- CMD` and parse the outcome.
 pub fn run_json(options: &[&str], cmd: &[&str]) -> serde_json::Value {
     let mut args = vec!["run", "--json"];

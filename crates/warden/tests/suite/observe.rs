@@ -39,11 +39,7 @@ fn observed(options: &[&str], cmd: &[&str]) -> (Run, Vec<Value>) {
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     };
-    let text = std::fs::read_to_string(&file).unwrap_or_default();
-    let events = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let events = read_events(&file);
     (run, events)
 }
 

@@ -12,11 +12,7 @@ fn traced(options: &[&str], cmd: &[&str]) -> (Run, Vec<serde_json::Value>) {
     args.push("--");
     args.extend_from_slice(cmd);
     let r = warden(&args);
-    let text = std::fs::read_to_string(&file).unwrap_or_default();
-    let events = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let events = read_events(&file);
     (r, events)
 }
 
