@@ -394,8 +394,10 @@ impl Tracer {
             return;
         };
         self.before_continue(kind, &data, pid, tgid, &n);
+        // Recorded while the task is still stopped: whatever it does next (and whatever the
+        // caller does once it sees that) comes after this event, in its window.
+        self.record(kind, data, inner, tgid, &n);
         let _ = sys::notif_continue(self.listener.as_fd(), n.id);
-        self.after_record(kind, data, inner, tgid, &n);
     }
 
     /// Work that must happen while the task is still stopped: a capture listener for the
@@ -427,7 +429,7 @@ impl Tracer {
         }
     }
 
-    fn after_record(
+    fn record(
         &mut self,
         kind: EventKind,
         mut data: Value,
