@@ -474,7 +474,7 @@ pub fn helper_main() -> i32 {
             let observer = match &link {
                 Some(f) => match f.try_clone() {
                     Ok(sink) => Observer {
-                        sink: Some(Box::new(sink)),
+                        sink: Some(Box::new(std::io::BufWriter::new(sink))),
                         control: Some(f.as_fd()),
                     },
                     Err(_) => Observer::default(),

@@ -680,6 +680,9 @@ fn watch(
         );
         let ctl_r = ready(ctl_i);
         drop(fds);
+        if let Some(t) = &r.tracing {
+            t.hub.flush();
+        }
         if ctl_r
             && let (Some(t), Some(fd)) = (r.tracing.as_mut(), control)
             && !read_control(t, fd)

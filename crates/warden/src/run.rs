@@ -138,13 +138,13 @@ fn json_report(o: &Outcome) -> serde_json::Value {
 }
 
 /// Where the events go: a file (created or truncated) or stderr, one JSON line each, written
-/// as they happen.
+/// as they happen (buffered; the supervisor flushes at least every 50 ms).
 fn trace_sink(dest: &str) -> Result<warden_jail::Sink> {
     if dest == "-" {
-        return Ok(Box::new(std::io::LineWriter::new(std::io::stderr())));
+        return Ok(Box::new(std::io::BufWriter::new(std::io::stderr())));
     }
     let f = std::fs::File::create(dest).with_context(|| format!("--trace {dest:?}"))?;
-    Ok(Box::new(std::io::LineWriter::new(f)))
+    Ok(Box::new(std::io::BufWriter::new(f)))
 }
 
 fn exit_code(code: i32) -> ExitCode {

@@ -109,6 +109,14 @@ impl Hub {
         }
     }
 
+    /// Push buffered events out to the sink (the supervisor calls this on every wake-up, so
+    /// events reach the sink within one tick).
+    pub fn flush(&self) {
+        if let Some(sink) = self.lock().sink.as_mut() {
+            let _ = sink.flush();
+        }
+    }
+
     /// The run's canaries, when decoys are on.
     pub fn canaries(&self) -> Option<&Canaries> {
         self.canaries.as_ref()

@@ -81,9 +81,41 @@ fn read_cstr(pid: i32, addr: u64) -> Option<String> {
     if addr == 0 {
         return None;
     }
-    let bytes = read_mem(pid, addr, MAX_STRING)?;
+    // Up to the end of the page first: most strings end there, and a read that stays within
+    // one page of the task's memory is the cheap case.
+    let to_page_end = usize::try_from(4096 - (addr % 4096)).unwrap_or(MAX_STRING);
+    let mut bytes = read_mem(pid, addr, to_page_end.min(MAX_STRING))?;
+    if !bytes.contains(&0) && bytes.len() < MAX_STRING {
+        bytes = read_mem(pid, addr, MAX_STRING)?;
+    }
     let end = bytes.iter().position(|b| *b == 0).unwrap_or(bytes.len());
     Some(String::from_utf8_lossy(&bytes[..end]).into_owned())
+}
+
+thread_local! {
+    /// Working directories by task, until a `chdir`/`fchdir` anywhere clears them (a directory
+    /// change is visible to every thread sharing the process's `fs`).
+    static CWDS: std::cell::RefCell<HashMap<i32, std::path::PathBuf>> =
+        std::cell::RefCell::new(HashMap::new());
+}
+
+fn cwd(pid: i32) -> Option<std::path::PathBuf> {
+    CWDS.with(|c| {
+        if let Some(p) = c.borrow().get(&pid) {
+            return Some(p.clone());
+        }
+        let p = std::fs::read_link(format!("/proc/{pid}/cwd")).ok()?;
+        let mut c = c.borrow_mut();
+        if c.len() > MAX_CACHED {
+            c.clear();
+        }
+        c.insert(pid, p.clone());
+        Some(p)
+    })
+}
+
+fn forget_cwds() {
+    CWDS.with(|c| c.borrow_mut().clear());
 }
 
 fn read_argv(pid: i32, addr: u64) -> Vec<String> {
@@ -174,7 +206,7 @@ fn path_arg(pid: i32, dirfd: Option<u64>, addr: u64) -> Option<String> {
     }
     // `int` arguments: the kernel reads the low 32 bits, and so do we.
     let base = match dirfd.map(low_i32) {
-        None | Some(libc::AT_FDCWD) => std::fs::read_link(format!("/proc/{pid}/cwd")).ok(),
+        None | Some(libc::AT_FDCWD) => cwd(pid),
         Some(fd) => std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).ok(),
     };
     Some(match base {
@@ -618,6 +650,10 @@ fn decode(nr: i64, pid: i32, a: &[u64; 6]) -> Option<(EventKind, Value)> {
         }
         // The status the process exits with (deaths by signal are reported for the command
         // itself by `sandbox.exited`).
+        nr if nr == libc::SYS_chdir || nr == libc::SYS_fchdir => {
+            forget_cwds();
+            None
+        }
         nr if nr == libc::SYS_exit_group => Some((
             EventKind::ProcessExit,
             json!({ "code": low_i32(a[0]) & 0xff }),

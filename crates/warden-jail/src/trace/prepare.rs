@@ -3,8 +3,12 @@
 //! with decoys, the decoy home (bound writable at `/home/sandbox`), plus the environment that
 //! points programs at them and the canary credentials.
 //!
-//! The directory is created fresh for each run (mode 0700, under the system's temporary
-//! directory) and removed when the run's [`Observation`] is dropped.
+//! The tools are the same for every run: they live in `/run/warden/tools-<digest>`, created once
+//! (root-owned, not writable by anyone else, checked on every reuse) with the Python hook's
+//! bytecode compiled by the system's Python, so a traced run neither writes nor compiles them.
+//! Where `/run/warden` cannot be used, they go to the run's own directory. The decoy home is
+//! fresh for each run (mode 0700, under the system's temporary directory) and removed when the
+//! run's [`Observation`] is dropped.
 
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -21,10 +25,10 @@ pub const TOOLS_MOUNT: &str = "/.warden";
 /// The decoy home inside the jail.
 pub const DECOY_HOME: &str = "/home/sandbox";
 
-/// The host side of one run's observation; dropping it removes the files.
+/// The host side of one run's observation; dropping it removes the run's own files.
 #[derive(Debug)]
 pub struct Observation {
-    _dir: tempfile::TempDir,
+    _dir: Option<tempfile::TempDir>,
     /// The run's decoys, when on.
     pub decoys: Option<Decoys>,
 }
@@ -61,6 +65,88 @@ fn prepend(policy: &mut Policy, name: &str, value: &str) {
     policy.env.insert(name.to_owned(), v);
 }
 
+/// Shared tools are kept under this directory.
+const SHARED: &str = "/run/warden";
+
+/// A short digest of the tools' contents, so a new Warden never reuses an old directory.
+fn digest() -> String {
+    use std::hash::{Hash, Hasher};
+    // Not for security (the directory's ownership is what is trusted): only to tell versions
+    // apart. `DefaultHasher::new()` is deterministic.
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    LIBRARY.hash(&mut h);
+    sitecustomize().hash(&mut h);
+    format!("{:016x}", h.finish())
+}
+
+/// Whether `path` is a directory that only we can write to.
+fn trusted(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path).is_ok_and(|m| {
+        m.is_dir() && m.uid() == nix::unistd::geteuid().as_raw() && m.mode() & 0o022 == 0
+    })
+}
+
+/// Fill `dir` with the interposer and the Python hook (and the hook's bytecode, best effort).
+fn fill_tools(dir: &Path) -> Result<(), JailError> {
+    mkdir(&dir.join("python"), 0o755)?;
+    write(&dir.join("libwarden_env.so"), LIBRARY, 0o644)?;
+    let hook = dir.join("python/sitecustomize.py");
+    write(&hook, sitecustomize().as_bytes(), 0o644)?;
+    // The jail runs the system's own Python (it sees the host's /usr): compile the hook with it
+    // once, isolated from any environment, so traced runs load bytecode instead of compiling.
+    for python in ["/usr/bin/python3", "/usr/local/bin/python3"] {
+        if Path::new(python).exists() {
+            let _ = std::process::Command::new(python)
+                .args([
+                    "-I",
+                    "-S",
+                    "-c",
+                    "import py_compile,sys; py_compile.compile(sys.argv[1], doraise=True)",
+                ])
+                .arg(&hook)
+                .env_clear()
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status();
+        }
+    }
+    Ok(())
+}
+
+/// The shared tools directory, created on first use; `None` when it cannot be used.
+fn shared_tools() -> Option<PathBuf> {
+    let root = Path::new(SHARED);
+    if !root.exists() {
+        let _ = std::fs::DirBuilder::new().mode(0o755).create(root);
+    }
+    if !trusted(root) {
+        return None;
+    }
+    let dir = root.join(format!("tools-{}", digest()));
+    if trusted(&dir) && dir.join("python/sitecustomize.py").is_file() {
+        return Some(dir);
+    }
+    // Built aside and renamed into place, so no run ever sees a half-written directory.
+    let staging = tempfile::Builder::new()
+        .prefix(".tools-")
+        .tempdir_in(root)
+        .ok()?;
+    std::fs::set_permissions(
+        staging.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .ok()?;
+    fill_tools(staging.path()).ok()?;
+    let staged = staging.keep();
+    if std::fs::rename(&staged, &dir).is_err() {
+        // Another run won the race: use its directory.
+        let _ = std::fs::remove_dir_all(&staged);
+    }
+    trusted(&dir).then_some(dir)
+}
+
 /// Rewrite `policy` for tracing and decoys; `None` when neither is on. Decoys imply tracing
 /// (a canary is only worth planting if its appearance is watched for).
 pub fn prepare(policy: &mut Policy) -> Result<Option<Observation>, JailError> {
@@ -70,18 +156,22 @@ pub fn prepare(policy: &mut Policy) -> Result<Option<Observation>, JailError> {
     if !policy.trace {
         return Ok(None);
     }
-    let dir = tempfile::Builder::new()
-        .prefix("warden-observe-")
-        .tempdir()
-        .map_err(|e| fail("creating the observation directory", &e))?;
-    let tools = dir.path().join("tools");
-    mkdir(&tools.join("python"), 0o755)?;
-    write(&tools.join("libwarden_env.so"), LIBRARY, 0o644)?;
-    write(
-        &tools.join("python/sitecustomize.py"),
-        sitecustomize().as_bytes(),
-        0o644,
-    )?;
+    let own_dir = || {
+        tempfile::Builder::new()
+            .prefix("warden-observe-")
+            .tempdir()
+            .map_err(|e| fail("creating the observation directory", &e))
+    };
+    let mut dir = None;
+    let tools = match shared_tools() {
+        Some(t) => t,
+        None => {
+            let d = dir.insert(own_dir()?);
+            let t = d.path().join("tools");
+            fill_tools(&t)?;
+            t
+        }
+    };
     policy.binds.push(Bind {
         source: tools,
         target: Some(PathBuf::from(TOOLS_MOUNT)),
@@ -95,7 +185,11 @@ pub fn prepare(policy: &mut Policy) -> Result<Option<Observation>, JailError> {
     prepend(policy, "PYTHONPATH", &format!("{TOOLS_MOUNT}/python"));
     let decoys = if policy.decoys {
         let d = Decoys::generate();
-        let home = dir.path().join("home");
+        let base = match &dir {
+            Some(own) => own.path().to_path_buf(),
+            None => dir.insert(own_dir()?).path().to_path_buf(),
+        };
+        let home = base.join("home");
         mkdir(&home, 0o755)?;
         for f in &d.files {
             let path = home.join(f.path);
@@ -119,4 +213,35 @@ pub fn prepare(policy: &mut Policy) -> Result<Option<Observation>, JailError> {
         None
     };
     Ok(Some(Observation { _dir: dir, decoys }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn only_directories_nobody_else_can_write_are_trusted() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert!(trusted(d.path()));
+        std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o775)).unwrap();
+        assert!(!trusted(d.path()));
+        std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o757)).unwrap();
+        assert!(!trusted(d.path()));
+        let link = d.path().join("link");
+        std::os::unix::fs::symlink("/", &link).unwrap();
+        assert!(!trusted(&link), "a symlink is not a directory we made");
+        assert!(!trusted(&d.path().join("missing")));
+    }
+
+    #[test]
+    fn tools_are_complete() {
+        let d = tempfile::tempdir().unwrap();
+        fill_tools(d.path()).unwrap();
+        assert_eq!(std::fs::read(d.path().join("libwarden_env.so")).unwrap(), LIBRARY);
+        let hook = std::fs::read_to_string(d.path().join("python/sitecustomize.py")).unwrap();
+        assert_eq!(hook, sitecustomize());
+        assert_eq!(digest(), digest());
+    }
 }
