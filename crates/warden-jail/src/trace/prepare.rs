@@ -239,7 +239,10 @@ mod tests {
     fn tools_are_complete() {
         let d = tempfile::tempdir().unwrap();
         fill_tools(d.path()).unwrap();
-        assert_eq!(std::fs::read(d.path().join("libwarden_env.so")).unwrap(), LIBRARY);
+        assert_eq!(
+            std::fs::read(d.path().join("libwarden_env.so")).unwrap(),
+            LIBRARY
+        );
         let hook = std::fs::read_to_string(d.path().join("python/sitecustomize.py")).unwrap();
         assert_eq!(hook, sitecustomize());
         assert_eq!(digest(), digest());

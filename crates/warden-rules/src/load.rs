@@ -1,0 +1,214 @@
+//! Loading rules: the built-in set (embedded in the binary), rule directories, and the
+//! validation that turns a bad rule into an error naming the file and line.
+
+use std::path::{Path, PathBuf};
+
+use thiserror::Error;
+
+use crate::engine::Compiled;
+use crate::rule::Rule;
+
+/// A rule that could not be loaded.
+#[derive(Debug, Error)]
+#[error("{file}:{line}: {message}")]
+pub struct RuleError {
+    /// The file (or `builtin:<name>`).
+    pub file: String,
+    /// 1-based line (0 when unknown).
+    pub line: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// The built-in rules: (file name, YAML).
+pub const BUILTIN: &[(&str, &str)] = &[
+    ("shell-exec.yaml", include_str!("../rules/shell-exec.yaml")),
+    (
+        "process-spawn.yaml",
+        include_str!("../rules/process-spawn.yaml"),
+    ),
+    (
+        "sensitive-file-read.yaml",
+        include_str!("../rules/sensitive-file-read.yaml"),
+    ),
+    (
+        "credential-access.yaml",
+        include_str!("../rules/credential-access.yaml"),
+    ),
+    (
+        "outbound-network.yaml",
+        include_str!("../rules/outbound-network.yaml"),
+    ),
+    (
+        "suspicious-dns.yaml",
+        include_str!("../rules/suspicious-dns.yaml"),
+    ),
+    (
+        "canary-leaving.yaml",
+        include_str!("../rules/canary-leaving.yaml"),
+    ),
+    (
+        "canary-in-output.yaml",
+        include_str!("../rules/canary-in-output.yaml"),
+    ),
+    (
+        "canary-in-file.yaml",
+        include_str!("../rules/canary-in-file.yaml"),
+    ),
+    (
+        "write-outside-workdir.yaml",
+        include_str!("../rules/write-outside-workdir.yaml"),
+    ),
+    (
+        "rename-outside-workdir.yaml",
+        include_str!("../rules/rename-outside-workdir.yaml"),
+    ),
+    (
+        "destructive-tool.yaml",
+        include_str!("../rules/destructive-tool.yaml"),
+    ),
+    (
+        "tool-poisoning.yaml",
+        include_str!("../rules/tool-poisoning.yaml"),
+    ),
+    ("rug-pull.yaml", include_str!("../rules/rug-pull.yaml")),
+    (
+        "command-injection.yaml",
+        include_str!("../rules/command-injection.yaml"),
+    ),
+    (
+        "sql-injection.yaml",
+        include_str!("../rules/sql-injection.yaml"),
+    ),
+    (
+        "path-traversal.yaml",
+        include_str!("../rules/path-traversal.yaml"),
+    ),
+    ("ssrf.yaml", include_str!("../rules/ssrf.yaml")),
+    (
+        "resource-abuse.yaml",
+        include_str!("../rules/resource-abuse.yaml"),
+    ),
+    (
+        "delayed-init.yaml",
+        include_str!("../rules/delayed-init.yaml"),
+    ),
+    ("slow-tool.yaml", include_str!("../rules/slow-tool.yaml")),
+    (
+        "install-script.yaml",
+        include_str!("../rules/install-script.yaml"),
+    ),
+    (
+        "sandbox-violation.yaml",
+        include_str!("../rules/sandbox-violation.yaml"),
+    ),
+];
+
+/// The first line of `text` containing `needle` (1-based), or 0.
+fn line_of(text: &str, needle: &str) -> usize {
+    text.lines()
+        .position(|l| l.contains(needle))
+        .map_or(0, |i| i + 1)
+}
+
+/// Parse and validate one rule file.
+pub fn parse(file: &str, text: &str) -> Result<Compiled, RuleError> {
+    let rule: Rule = serde_norway::from_str(text).map_err(|e| RuleError {
+        file: file.to_owned(),
+        line: e.location().map_or(0, |l| l.line()),
+        message: e.to_string(),
+    })?;
+    let err = |needle: &str, message: String| RuleError {
+        file: file.to_owned(),
+        line: line_of(text, needle),
+        message,
+    };
+    let id_ok = !rule.id.is_empty()
+        && rule.id.len() <= 64
+        && rule
+            .id
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if !id_ok {
+        return Err(err(
+            "id:",
+            format!(
+                "rule id {:?}: use lower-case letters, digits and dashes",
+                rule.id
+            ),
+        ));
+    }
+    if rule.matcher.kinds.is_empty() {
+        return Err(err(
+            "kinds",
+            "match.kinds must name at least one event kind".into(),
+        ));
+    }
+    if rule.threshold == 0 {
+        return Err(err("threshold", "threshold must be at least 1".into()));
+    }
+    for path in rule.matcher.conditions.keys() {
+        let ok = matches!(
+            path.as_str(),
+            "kind" | "pid" | "triggered_by" | "id" | "t_ms"
+        ) || path
+            .strip_prefix("data.")
+            .is_some_and(|rest| !rest.is_empty());
+        if !ok {
+            return Err(err(
+                path,
+                format!(
+                    "{path:?}: a condition names kind, pid, triggered_by, id, t_ms or data.<field>"
+                ),
+            ));
+        }
+    }
+    Compiled::new(rule).map_err(|(needle, message)| err(&needle, message))
+}
+
+/// The built-in rules, compiled.
+pub fn builtin() -> Result<Vec<Compiled>, RuleError> {
+    BUILTIN
+        .iter()
+        .map(|(name, text)| parse(&format!("builtin:{name}"), text))
+        .collect()
+}
+
+/// Every `*.yaml`/`*.yml` file of `dir`, compiled, in name order.
+pub fn load_dir(dir: &Path) -> Result<Vec<Compiled>, RuleError> {
+    let io = |e: std::io::Error, p: &Path| RuleError {
+        file: p.display().to_string(),
+        line: 0,
+        message: e.to_string(),
+    };
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| io(e, dir))?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .map(|p| {
+            let text = std::fs::read_to_string(p).map_err(|e| io(e, p))?;
+            parse(&p.display().to_string(), &text)
+        })
+        .collect()
+}
+
+/// The built-in rules overridden (by id) and extended by the rules of `dirs`; disabled rules
+/// are dropped.
+pub fn ruleset(dirs: &[PathBuf]) -> Result<Vec<Compiled>, RuleError> {
+    let mut rules = builtin()?;
+    for d in dirs {
+        for r in load_dir(d)? {
+            match rules.iter_mut().find(|b| b.rule.id == r.rule.id) {
+                Some(slot) => *slot = r,
+                None => rules.push(r),
+            }
+        }
+    }
+    rules.retain(|r| !r.rule.disabled);
+    Ok(rules)
+}

@@ -1,0 +1,201 @@
+//! The rule loader and engine against real rule text and hand-made events.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use serde_json::json;
+use warden_events::{Category, Event, EventKind, Severity};
+use warden_rules::{builtin, evaluate, parse};
+
+fn event(id: u64, kind: EventKind, window: Option<&str>, data: serde_json::Value) -> Event {
+    Event {
+        id,
+        t_ms: id,
+        kind,
+        pid: Some(2),
+        triggered_by: window.map(str::to_owned),
+        data,
+    }
+}
+
+#[test]
+fn every_builtin_rule_loads_and_covers_every_category_but_osv() {
+    let rules = builtin().unwrap();
+    let cats: std::collections::HashSet<Category> = rules.iter().map(|r| r.rule.category).collect();
+    for c in [
+        Category::ShellExec,
+        Category::SensitiveFileRead,
+        Category::CredentialAccess,
+        Category::OutboundNetwork,
+        Category::SuspiciousDns,
+        Category::DataExfiltration,
+        Category::FileWriteOutsideWorkdir,
+        Category::DestructiveTool,
+        Category::ToolPoisoning,
+        Category::RugPull,
+        Category::CommandInjection,
+        Category::SqlInjection,
+        Category::PathTraversal,
+        Category::Ssrf,
+        Category::ResourceAbuse,
+        Category::DelayedInit,
+        Category::SlowTool,
+        Category::InstallScript,
+        Category::SandboxViolation,
+    ] {
+        assert!(cats.contains(&c), "no built-in rule for {c:?}");
+    }
+    let ids: std::collections::HashSet<&str> = rules.iter().map(|r| r.rule.id.as_str()).collect();
+    assert_eq!(ids.len(), rules.len(), "rule ids are unique");
+}
+
+#[test]
+fn mistakes_are_reported_with_their_line() {
+    let bad_kind = "id: x\ncategory: ssrf\nseverity: low\nmatch:\n  kinds: [net.teleport]\nmessage: m\nrecommendation: r\n";
+    let e = parse("x.yaml", bad_kind).unwrap_err();
+    assert_eq!(e.line, 5, "{e}");
+    assert!(e.to_string().starts_with("x.yaml:5:"), "{e}");
+    let bad_regex = "id: y\ncategory: ssrf\nseverity: low\nmatch:\n  kinds: [net.dns]\n  where:\n    data.name: { regex: \"([\" }\nmessage: m\nrecommendation: r\n";
+    let e = parse("y.yaml", bad_regex).unwrap_err();
+    assert_eq!(e.line, 7, "{e}");
+    let unknown = "id: z\ncategory: ssrf\nseverity: low\nmatch:\n  kinds: [net.dns]\nmessage: m\nrecommendation: r\ncolour: red\n";
+    assert_eq!(parse("z.yaml", unknown).unwrap_err().line, 8);
+    let bad_path = "id: w\ncategory: ssrf\nseverity: low\nmatch:\n  kinds: [net.dns]\n  where:\n    name: { equals: a }\nmessage: m\nrecommendation: r\n";
+    assert_eq!(parse("w.yaml", bad_path).unwrap_err().line, 7);
+}
+
+#[test]
+fn conditions_windows_thresholds_and_messages() {
+    let text = r#"
+id: many-dns
+category: suspicious_dns
+severity: medium
+match:
+  kinds: [net.dns]
+  window: tool_call
+  where:
+    data.name: { glob: "*.invalid" }
+    data.count: { gte: 2, lt: 10 }
+threshold: 2
+message: "asked for {data.name} ({data.missing})"
+recommendation: r
+"#;
+    let rule = parse("t.yaml", text).unwrap();
+    let events = vec![
+        event(
+            1,
+            EventKind::NetDns,
+            Some("tool_call:1"),
+            json!({"name": "a.invalid", "count": 2}),
+        ),
+        event(
+            2,
+            EventKind::NetDns,
+            Some("tool_call:1"),
+            json!({"name": "b.invalid", "count": 9}),
+        ),
+        event(
+            3,
+            EventKind::NetDns,
+            Some("tool_call:2"),
+            json!({"name": "c.invalid", "count": 3}),
+        ),
+        event(
+            4,
+            EventKind::NetDns,
+            Some("startup"),
+            json!({"name": "d.invalid", "count": 3}),
+        ),
+        event(
+            5,
+            EventKind::NetDns,
+            Some("tool_call:1"),
+            json!({"name": "e.test", "count": 3}),
+        ),
+        event(
+            6,
+            EventKind::NetDns,
+            Some("tool_call:1"),
+            json!({"name": "f.invalid", "count": 10}),
+        ),
+    ];
+    let tool = |w: Option<&str>| w.map(|w| format!("tool-of-{w}"));
+    let f = evaluate(&[rule], &events, &tool);
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert_eq!(f[0].evidence, vec![1, 2]);
+    assert_eq!(f[0].message, "asked for a.invalid (?)");
+    assert_eq!(f[0].tool.as_deref(), Some("tool-of-tool_call:1"));
+    assert_eq!(f[0].severity, Severity::Medium);
+}
+
+#[test]
+fn builtin_rules_on_a_thief() {
+    let rules = builtin().unwrap();
+    let w = Some("tool_call:7");
+    let events = vec![
+        event(
+            1,
+            EventKind::ProcessSpawn,
+            Some("startup"),
+            json!({"path": "/usr/bin/python3", "argv": ["python3"]}),
+        ),
+        event(
+            2,
+            EventKind::ProcessSpawn,
+            w,
+            json!({"path": "/usr/bin/dash", "argv": ["sh", "-c", "id"]}),
+        ),
+        event(
+            3,
+            EventKind::FileOpen,
+            w,
+            json!({"path": "/home/sandbox/.aws/credentials", "access": "read"}),
+        ),
+        event(
+            4,
+            EventKind::NetConnect,
+            w,
+            json!({"op": "connect", "family": "inet", "address": "203.0.113.7", "port": 443}),
+        ),
+        event(
+            5,
+            EventKind::NetConnect,
+            w,
+            json!({"op": "connect", "family": "inet", "address": "127.0.0.53", "port": 53}),
+        ),
+        event(
+            6,
+            EventKind::CanarySeen,
+            w,
+            json!({"planted": "file:~/.aws/credentials", "where": "net", "encoding": "plain"}),
+        ),
+        event(
+            7,
+            EventKind::FileWrite,
+            w,
+            json!({"path": "/workspace/out.txt", "op": "open"}),
+        ),
+        event(
+            8,
+            EventKind::FileWrite,
+            w,
+            json!({"path": "/home/sandbox/.bashrc", "op": "open"}),
+        ),
+    ];
+    let f = evaluate(&rules, &events, &|_| Some("fetch".into()));
+    let by = |rule: &str| f.iter().find(|x| x.rule == rule);
+    assert_eq!(by("canary-leaving").unwrap().severity, Severity::Critical);
+    assert_eq!(by("canary-leaving").unwrap().evidence, vec![6]);
+    assert_eq!(by("shell-exec").unwrap().evidence, vec![2]);
+    assert_eq!(by("sensitive-file-read").unwrap().evidence, vec![3]);
+    assert_eq!(
+        by("outbound-network").unwrap().evidence,
+        vec![4],
+        "loopback is not outbound"
+    );
+    assert_eq!(by("write-outside-workdir").unwrap().evidence, vec![8]);
+    assert!(
+        by("process-spawn").is_none(),
+        "python3 started in the startup window"
+    );
+    assert_eq!(f[0].severity, Severity::Critical, "sorted by severity");
+}
