@@ -259,6 +259,8 @@ struct LinkState {
     events: Vec<warden_events::Event>,
     dropped: u64,
     acks: u64,
+    records: u64,
+    last_record: Option<u64>,
     canaries: Vec<warden_trace::Canary>,
     closed: bool,
 }
@@ -314,6 +316,37 @@ impl TraceLink {
         }
     }
 
+    /// Record an event of the caller's own (`mcp.tool_call`, `harness.payload`…) in the run's
+    /// sequence, in the open window; returns its id (`None` past the cap).
+    pub fn record(
+        &self,
+        kind: warden_events::EventKind,
+        data: serde_json::Value,
+    ) -> Result<Option<u64>, JailError> {
+        // One round trip at a time: the writer lock is held until the id is back.
+        let mut w = self
+            .writer
+            .lock()
+            .map_err(|_| JailError::Protocol("trace link poisoned"))?;
+        let target = self.lock().records + 1;
+        let line =
+            serde_json::json!({ "record": { "kind": kind, "data": data } }).to_string() + "\n";
+        w.write_all(line.as_bytes())
+            .map_err(|_| JailError::Protocol("the run is over"))?;
+        let (lock, cv) = &*self.state;
+        let guard = lock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (guard, _) = cv
+            .wait_timeout_while(guard, WINDOW_WAIT, |s| s.records < target && !s.closed)
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if guard.records >= target {
+            Ok(guard.last_record)
+        } else {
+            Err(JailError::Protocol("the tracer did not record the event"))
+        }
+    }
+
     /// The events received so far.
     pub fn events(&self) -> Vec<warden_events::Event> {
         self.lock().events.clone()
@@ -359,6 +392,9 @@ fn read_link(
         if let Some(v) = value {
             if v.get("ack").is_some() {
                 s.acks += 1;
+            } else if let Some(id) = v.get("recorded") {
+                s.records += 1;
+                s.last_record = id.as_u64();
             } else if let Some(list) = v.get("canaries") {
                 s.canaries = serde_json::from_value(list.clone()).unwrap_or_default();
             } else if let Ok(e) = serde_json::from_value::<warden_events::Event>(v) {

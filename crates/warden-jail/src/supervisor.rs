@@ -571,8 +571,11 @@ fn stop_tracing(mut t: Tracing) -> Arc<Hub> {
     t.hub
 }
 
-/// Apply the complete window lines the caller wrote on the control channel; false once it is
-/// closed.
+/// Longest control line kept (a recorded event carries a tool call's arguments).
+const MAX_CONTROL_LINE: usize = 1 << 20;
+
+/// Apply the complete lines the caller wrote on the control channel (windows, and events to
+/// record); false once it is closed.
 fn read_control(t: &mut Tracing, fd: BorrowedFd<'_>) -> bool {
     let mut buf = [0u8; 4096];
     let open = match nix::unistd::read(fd, &mut buf) {
@@ -591,10 +594,20 @@ fn read_control(t: &mut Tracing, fd: BorrowedFd<'_>) -> bool {
                 let name = v["window"].as_str().map(|s| s.chars().take(200).collect());
                 t.hub.set_window(name);
             }
+            // The caller's own observations (the detonation harness's protocol events) join
+            // the same numbered, windowed sequence; the id comes back on the sink.
+            Ok(v) if v.get("record").is_some() => {
+                let kind = serde_json::from_value(v["record"]["kind"].clone());
+                let id = kind.ok().and_then(|kind| {
+                    let data = v["record"]["data"].clone();
+                    t.hub.record(kind, None, data)
+                });
+                t.hub.announce(&serde_json::json!({ "recorded": id }));
+            }
             _ => tracing::debug!("ignoring a malformed control line"),
         }
     }
-    if t.pending.len() > 4096 {
+    if t.pending.len() > MAX_CONTROL_LINE {
         t.pending.clear();
     }
     open

@@ -1,6 +1,7 @@
-//! Evaluating rules: events in, findings out. Each rule groups its matching events by
-//! attribution window; a window with at least `threshold` matches gives one finding whose
-//! evidence is the matching events' ids (at most [`MAX_EVIDENCE`]).
+//! Evaluating rules: events in, findings out. Each rule groups its matching events by the tool
+//! whose call they happened in (or, outside tool calls, by attribution window); a group with at
+//! least `threshold` matches gives one finding whose evidence is the matching events' ids (at
+//! most [`MAX_EVIDENCE`]).
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use regex_lite::Regex;
@@ -168,24 +169,29 @@ pub fn evaluate(
 ) -> Vec<Finding> {
     let mut findings = Vec::new();
     for r in rules {
-        let mut groups: Vec<(Option<String>, Vec<&Event>)> = Vec::new();
+        // One finding per rule and tool (events outside any tool call: per window).
+        let mut groups: Vec<(String, Option<String>, Vec<&Event>)> = Vec::new();
         for e in events.iter().filter(|e| r.matches(e)) {
-            match groups.iter_mut().find(|(w, _)| *w == e.triggered_by) {
-                Some((_, list)) => list.push(e),
-                None => groups.push((e.triggered_by.clone(), vec![e])),
-            }
-        }
-        for (window, list) in groups {
-            if list.len() < r.rule.threshold as usize {
-                continue;
-            }
-            let first = list[0];
-            let tool = first
+            let tool = e
                 .data
                 .get("tool")
                 .and_then(Value::as_str)
                 .map(str::to_owned)
-                .or_else(|| tool_of(window.as_deref()));
+                .or_else(|| tool_of(e.triggered_by.as_deref()));
+            let key = match &tool {
+                Some(t) => format!("tool:{t}"),
+                None => format!("window:{}", e.triggered_by.as_deref().unwrap_or("")),
+            };
+            match groups.iter_mut().find(|(k, _, _)| *k == key) {
+                Some((_, _, list)) => list.push(e),
+                None => groups.push((key, tool, vec![e])),
+            }
+        }
+        for (_, tool, list) in groups {
+            if list.len() < r.rule.threshold as usize {
+                continue;
+            }
+            let first = list[0];
             findings.push(Finding {
                 category: r.rule.category,
                 rule: r.rule.id.clone(),

@@ -20,6 +20,84 @@ pub enum Command {
     Run(Box<RunArgs>),
     /// Serve MCP tools that run inside the sandbox (stdio by default, or Streamable HTTP).
     Serve(ServeArgs),
+    /// Judge an untrusted MCP server by what it does: run it in the sandbox with decoys,
+    /// exercise every tool, report the evidence.
+    Detonate(Box<DetonateArgs>),
+    /// List, validate and test detection rules.
+    Rules(RulesArgs),
+}
+
+/// `warden detonate [TARGET] [--mcp-command CMD] ...`
+#[derive(Debug, Args)]
+pub struct DetonateArgs {
+    /// A local file or folder (its start command is worked out from its manifest).
+    #[arg(value_name = "TARGET")]
+    pub target: Option<String>,
+    /// The server's start command, split as a shell would.
+    #[arg(long, value_name = "CMD")]
+    pub mcp_command: Option<String>,
+    /// One more argument for the start command (repeatable; without --mcp-command the first
+    /// is the program).
+    #[arg(long = "mcp-arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub mcp_args: Vec<String>,
+    /// Report format.
+    #[arg(long, value_name = "FORMAT", default_value = "timeline", value_parser = ["timeline", "json", "sarif"])]
+    pub output: String,
+    /// Write the report here instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Exit with status 1 when a finding reaches this severity.
+    #[arg(long, value_name = "SEVERITY", value_parser = ["low", "medium", "high", "critical"])]
+    pub fail_on: Option<String>,
+    /// A directory of YAML rules that override (by id) and extend the built-in rules.
+    #[arg(long, value_name = "DIR")]
+    pub rules: Vec<PathBuf>,
+    /// Time budget for the whole session (e.g. 120s, 5m).
+    #[arg(long, value_name = "DURATION", default_value = "120s")]
+    pub timeout: String,
+    /// Time for one request to the server.
+    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    pub call_timeout: String,
+    /// Extra environment variable for the server (K=V, repeatable).
+    #[arg(long, value_name = "K=V")]
+    pub env: Vec<String>,
+    /// Only benign calls (no adversarial payloads).
+    #[arg(long)]
+    pub no_payloads: bool,
+}
+
+/// `warden rules list|validate|test`
+#[derive(Debug, Args)]
+pub struct RulesArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub action: RulesAction,
+}
+
+/// Rule actions.
+#[derive(Debug, Subcommand)]
+pub enum RulesAction {
+    /// List the rules (built-in, and those of --rules directories).
+    List {
+        /// Extra rule directories.
+        #[arg(long, value_name = "DIR")]
+        rules: Vec<PathBuf>,
+    },
+    /// Check every rule file of DIR; errors name the file and line.
+    Validate {
+        /// The directory.
+        dir: PathBuf,
+    },
+    /// Run one rule over a file of events (JSON lines, as `warden run --trace` writes them).
+    Test {
+        /// The rule's id (built-in, or from --rules) or a rule file.
+        rule: String,
+        /// The events.
+        events: PathBuf,
+        /// Extra rule directories.
+        #[arg(long, value_name = "DIR")]
+        rules: Vec<PathBuf>,
+    },
 }
 
 /// `warden serve [--config FILE] [--profile NAME] [--http ADDR]`

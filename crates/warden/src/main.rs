@@ -6,6 +6,8 @@
 #![forbid(unsafe_code)]
 
 mod cli;
+mod detonate;
+mod rules;
 mod run;
 mod serve;
 
@@ -34,5 +36,7 @@ fn main() -> ExitCode {
     match cli.command {
         cli::Command::Run(args) => run::main(*args),
         cli::Command::Serve(args) => serve::main(args),
+        cli::Command::Detonate(args) => detonate::main(*args),
+        cli::Command::Rules(args) => rules::main(args),
     }
 }

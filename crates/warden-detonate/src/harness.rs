@@ -1,0 +1,457 @@
+//! The harness: an MCP client (rmcp) on the jailed server's own pipes, behind rmcp's
+//! length-capped line reader, every request under a timeout, one call at a time, each in its
+//! own attribution window. It records its own protocol events (`mcp.*`, `harness.payload`)
+//! into the tracer's sequence, so they share ids and times with what the kernel saw.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use rmcp::transport::async_rw::AsyncRwTransport;
+use serde_json::{Value, json};
+use sha2::Digest;
+use warden_events::{Event, EventKind};
+use warden_jail::{Jail, Policy, TraceLink};
+
+use crate::payloads::{self, Payload};
+use crate::{args, metadata};
+
+/// Longest line accepted from the server.
+const MAX_LINE: usize = 4 << 20;
+/// Characters of a tool's output kept for detection.
+const MAX_OUTPUT: usize = 1 << 20;
+
+/// What the harness learned, besides the events.
+#[derive(Debug, Default)]
+pub struct Session {
+    /// The tools as first listed.
+    pub tools: Vec<Value>,
+    /// Window name → tool name.
+    pub windows: HashMap<String, String>,
+    /// Tool calls made, and how many the server accepted (not an error result).
+    pub calls: u32,
+    /// Calls whose result was not an error.
+    pub accepted: u32,
+    /// Benign calls made, and accepted.
+    pub benign: (u32, u32),
+    /// Why the session ended early, if it did.
+    pub aborted: Option<String>,
+    /// The server's stderr (the start of it).
+    pub stderr: String,
+}
+
+/// Settings of one session.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Time for one request.
+    pub call_timeout: Duration,
+    /// Time for the whole session.
+    pub budget: Duration,
+    /// Whether to send adversarial payloads.
+    pub adversarial: bool,
+    /// Progress lines on stderr.
+    pub progress: bool,
+}
+
+/// Hex SHA-256 of `text`.
+pub fn sha256(text: &str) -> String {
+    let d = sha2::Sha256::digest(text.as_bytes());
+    d.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn nonce() -> String {
+    warden_trace::canary::random_string(b"abcdefghijklmnopqrstuvwxyz0123456789", 12)
+}
+
+struct Ctx<'a> {
+    link: &'a TraceLink,
+    settings: &'a Settings,
+    deadline: Instant,
+    session: Session,
+    canaries: warden_trace::Canaries,
+}
+
+impl Ctx<'_> {
+    fn record(&self, kind: EventKind, data: Value) -> Option<u64> {
+        self.link.record(kind, data).ok().flatten()
+    }
+
+    fn progress(&self, line: &str) {
+        if self.settings.progress {
+            eprint!("\r\x1b[2Kwarden detonate: {line}");
+        }
+    }
+
+    fn left(&self) -> Duration {
+        self.deadline.saturating_duration_since(Instant::now())
+    }
+}
+
+/// Run the whole session against `argv` under `policy`; returns what was learned and every
+/// event, and kills the server's tree at the end whatever happened.
+pub fn run(
+    jail: &Jail,
+    policy: &Policy,
+    argv: &[String],
+    settings: &Settings,
+) -> Result<(Session, Vec<Event>)> {
+    let mut running = jail
+        .spawn(policy, argv)
+        .context("starting the server in the jail")?;
+    let link = running
+        .trace
+        .take()
+        .context("the jail gave no trace link")?;
+    let stdin = running.stdin.take().context("no stdin")?;
+    let stdout = running.stdout.take().context("no stdout")?;
+    let stderr = running.stderr.take().context("no stderr")?;
+    // The server's stderr: the first 64 KiB kept, the rest drained so it never blocks.
+    let err_thread = std::thread::spawn(move || {
+        use std::io::Read;
+        let mut kept = Vec::new();
+        let mut buf = [0u8; 8192];
+        let mut r = stderr;
+        while let Ok(n) = r.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            if kept.len() < 64 << 10 {
+                kept.extend_from_slice(&buf[..n.min((64 << 10) - kept.len())]);
+            }
+        }
+        String::from_utf8_lossy(&kept).into_owned()
+    });
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("tokio runtime")?;
+    let mut ctx = Ctx {
+        link: &link,
+        settings,
+        deadline: Instant::now() + settings.budget,
+        session: Session::default(),
+        canaries: warden_trace::Canaries::new(link.canaries()),
+    };
+    let result = rt.block_on(async {
+        let stdin = tokio::process::ChildStdin::from_std(stdin)?;
+        let stdout = tokio::process::ChildStdout::from_std(stdout)?;
+        session(&mut ctx, stdout, stdin).await
+    });
+    if let Err(e) = result {
+        ctx.session.aborted = Some(format!("{e:#}"));
+    }
+    let _ = link.window(None);
+    running.kill();
+    let _ = running.wait();
+    link.wait_closed(Duration::from_secs(10));
+    let mut session = ctx.session;
+    session.stderr = err_thread.join().unwrap_or_default();
+    if settings.progress {
+        eprintln!();
+    }
+    Ok((session, link.events()))
+}
+
+async fn session(
+    ctx: &mut Ctx<'_>,
+    stdout: tokio::process::ChildStdout,
+    stdin: tokio::process::ChildStdin,
+) -> Result<()> {
+    ctx.link.window(Some("startup"))?;
+    ctx.progress("initializing");
+    let transport = AsyncRwTransport::new_client(stdout, stdin).with_max_line_length(MAX_LINE);
+    let started = Instant::now();
+    let init_limit = (ctx.settings.call_timeout * 3).min(ctx.left());
+    let client = match tokio::time::timeout(init_limit, ().serve(transport)).await {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => {
+            ctx.record(
+                EventKind::McpTiming,
+                json!({ "phase": "initialize", "ms": ms(started), "failed": true }),
+            );
+            anyhow::bail!("initialize failed: {e}");
+        }
+        Err(_) => {
+            ctx.record(
+                EventKind::McpTiming,
+                json!({ "phase": "initialize", "ms": ms(started), "timed_out": true }),
+            );
+            anyhow::bail!("initialize timed out after {} ms", init_limit.as_millis());
+        }
+    };
+    let init_ms = ms(started);
+    let info = client.peer_info();
+    ctx.record(
+        EventKind::McpInitialize,
+        json!({
+            "server": info.as_ref().and_then(|i| i.server_info.as_ref()).map(|s| json!({"name": s.name, "version": s.version})),
+            "protocol_version": info.as_ref().map(|i| i.protocol_version.to_string()),
+            "ms": init_ms,
+        }),
+    );
+    ctx.record(
+        EventKind::McpTiming,
+        json!({ "phase": "initialize", "ms": init_ms }),
+    );
+    ctx.progress("listing tools");
+    let started = Instant::now();
+    let tools = tokio::time::timeout(
+        ctx.settings.call_timeout.min(ctx.left()),
+        client.list_all_tools(),
+    )
+    .await
+    .context("tools/list timed out")?
+    .context("tools/list failed")?;
+    ctx.record(
+        EventKind::McpTiming,
+        json!({ "phase": "tools_list", "ms": ms(started), "count": tools.len() }),
+    );
+    let tools: Vec<Value> = tools
+        .iter()
+        .filter_map(|t| serde_json::to_value(t).ok())
+        .collect();
+    let names: Vec<String> = tools
+        .iter()
+        .filter_map(|t| t["name"].as_str().map(str::to_owned))
+        .collect();
+    for t in &tools {
+        let name = t["name"].as_str().unwrap_or("?");
+        let others: Vec<String> = names.iter().filter(|n| *n != name).cloned().collect();
+        let poisoning = metadata::poisoning(&metadata::texts(t), &others);
+        let destructive = metadata::destructive(name, t.get("annotations"));
+        ctx.record(
+            EventKind::McpToolList,
+            json!({
+                "tool": name,
+                "description_sha256": sha256(t["description"].as_str().unwrap_or("")),
+                "annotations": t.get("annotations"),
+                "poisoning": (!poisoning.is_empty()).then_some(poisoning),
+                "destructive": destructive,
+            }),
+        );
+    }
+    // Prompts and resources: their metadata reaches the model too.
+    if let Ok(Ok(prompts)) = tokio::time::timeout(
+        ctx.settings.call_timeout.min(ctx.left()),
+        client.list_all_prompts(),
+    )
+    .await
+    {
+        for p in prompts {
+            let v = serde_json::to_value(&p).unwrap_or_default();
+            let poisoning = metadata::poisoning(&metadata::texts(&v), &names);
+            if !poisoning.is_empty() {
+                ctx.record(
+                    EventKind::McpToolList,
+                    json!({ "tool": format!("prompt:{}", p.name), "poisoning": poisoning }),
+                );
+            }
+        }
+    }
+    if let Ok(Ok(resources)) = tokio::time::timeout(
+        ctx.settings.call_timeout.min(ctx.left()),
+        client.list_all_resources(),
+    )
+    .await
+    {
+        for r in resources {
+            let v = serde_json::to_value(&r).unwrap_or_default();
+            let poisoning = metadata::poisoning(&metadata::texts(&v), &names);
+            if !poisoning.is_empty() {
+                let name = v["name"].as_str().unwrap_or("?").to_owned();
+                ctx.record(
+                    EventKind::McpToolList,
+                    json!({ "tool": format!("resource:{name}"), "poisoning": poisoning }),
+                );
+            }
+        }
+    }
+    ctx.link.window(None)?;
+    ctx.session.tools = tools.clone();
+
+    let nonce = nonce();
+    'tools: for t in &tools {
+        let name = t["name"].as_str().unwrap_or("?").to_owned();
+        let schema = t.get("inputSchema").cloned().unwrap_or(json!({}));
+        let benign = args::benign(&schema);
+        let mut plan: Vec<(Value, Option<(String, Payload)>)> =
+            vec![(Value::Object(benign.clone()), None)];
+        if ctx.settings.adversarial {
+            for param in args::string_params(&schema) {
+                for p in payloads::for_param(&nonce) {
+                    let mut a = benign.clone();
+                    a.insert(param.clone(), json!(p.value));
+                    plan.push((Value::Object(a), Some((param.clone(), p))));
+                }
+            }
+        }
+        for (arguments, payload) in plan {
+            if ctx.left().is_zero() {
+                ctx.session.aborted = Some("the time budget ran out".into());
+                break 'tools;
+            }
+            let timed_out = call(ctx, &client, &name, arguments, payload.as_ref(), &nonce).await?;
+            if timed_out {
+                // A tarpit: its remaining calls are skipped.
+                continue 'tools;
+            }
+        }
+    }
+    // The same lists again: did anything change behind our back?
+    ctx.progress("listing tools again");
+    if let Ok(Ok(again)) = tokio::time::timeout(
+        ctx.settings.call_timeout.min(ctx.left()),
+        client.list_all_tools(),
+    )
+    .await
+    {
+        let again: Vec<Value> = again
+            .iter()
+            .filter_map(|t| serde_json::to_value(t).ok())
+            .collect();
+        for change in diff(&tools, &again) {
+            ctx.record(EventKind::McpMetadataChanged, change);
+        }
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(2), client.cancel()).await;
+    Ok(())
+}
+
+fn ms(since: Instant) -> u64 {
+    u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+/// One tool call in its own window; true when it timed out.
+async fn call(
+    ctx: &mut Ctx<'_>,
+    client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    tool: &str,
+    arguments: Value,
+    payload: Option<&(String, Payload)>,
+    nonce: &str,
+) -> Result<bool> {
+    let kind = payload.map_or("benign", |(_, p)| p.kind.name());
+    ctx.progress(&format!("{tool} ({kind})"));
+    let id = ctx.record(
+        EventKind::McpToolCall,
+        json!({ "tool": tool, "kind": kind, "arguments": arguments, "param": payload.map(|(p, _)| p) }),
+    );
+    let window = format!("tool_call:{}", id.unwrap_or(0));
+    ctx.session.windows.insert(window.clone(), tool.to_owned());
+    ctx.link.window(Some(&window))?;
+    let mut params = CallToolRequestParams::new(tool.to_owned());
+    params.arguments = arguments.as_object().cloned();
+    let started = Instant::now();
+    let limit = ctx.settings.call_timeout.min(ctx.left());
+    let result = tokio::time::timeout(limit, client.call_tool(params)).await;
+    let elapsed = ms(started);
+    ctx.link.window(None)?;
+    ctx.session.calls += 1;
+    let (output, is_error, timed_out, error) = match result {
+        Ok(Ok(r)) => {
+            let text = serde_json::to_string(&r).unwrap_or_default();
+            (text, r.is_error.unwrap_or(false), false, None)
+        }
+        Ok(Err(e)) => (String::new(), true, false, Some(e.to_string())),
+        Err(_) => (String::new(), true, true, None),
+    };
+    let output: String = output.chars().take(MAX_OUTPUT).collect();
+    if !is_error {
+        ctx.session.accepted += 1;
+    }
+    if payload.is_none() {
+        ctx.session.benign.0 += 1;
+        ctx.session.benign.1 += u32::from(!is_error);
+    }
+    ctx.record(
+        EventKind::McpTiming,
+        json!({
+            "phase": "tool_call", "tool": tool, "call": id, "ms": elapsed, "is_error": is_error,
+            "timed_out": timed_out, "timeout_ms": limit.as_millis(), "output_bytes": output.len(),
+            "error": error,
+        }),
+    );
+    // Secrets handed back to the client.
+    let hits = ctx.canaries.find(output.as_bytes());
+    for hit in &hits {
+        ctx.record(
+            EventKind::CanarySeen,
+            json!({ "planted": hit.planted, "encoding": hit.encoding, "where": "tool_result", "tool": tool, "call": id }),
+        );
+    }
+    if let Some((param, p)) = payload {
+        let events = ctx.link.events();
+        let in_window: Vec<&Event> = events
+            .iter()
+            .filter(|e| e.triggered_by.as_deref() == Some(window.as_str()))
+            .collect();
+        let evidence = payloads::detect(p, nonce, &output, &in_window, !hits.is_empty());
+        ctx.record(
+            EventKind::HarnessPayload,
+            json!({
+                "tool": tool, "param": param, "kind": p.kind.name(), "payload": p.value, "call": id,
+                "detected": evidence.is_some(), "evidence": evidence,
+            }),
+        );
+    }
+    Ok(timed_out)
+}
+
+/// Differences between two tool listings, as `mcp.metadata_changed` data.
+pub fn diff(before: &[Value], after: &[Value]) -> Vec<Value> {
+    let by_name = |list: &[Value]| -> HashMap<String, Value> {
+        list.iter()
+            .filter_map(|t| t["name"].as_str().map(|n| (n.to_owned(), t.clone())))
+            .collect()
+    };
+    let (a, b) = (by_name(before), by_name(after));
+    let mut out = Vec::new();
+    for (name, t) in &a {
+        match b.get(name) {
+            None => out.push(json!({ "tool": name, "change": "removed", "fields": [] })),
+            Some(u) => {
+                let fields: Vec<&str> = [
+                    "description",
+                    "inputSchema",
+                    "annotations",
+                    "title",
+                    "outputSchema",
+                ]
+                .into_iter()
+                .filter(|f| t.get(*f) != u.get(*f))
+                .collect();
+                if !fields.is_empty() {
+                    out.push(json!({ "tool": name, "change": "changed", "fields": fields }));
+                }
+            }
+        }
+    }
+    for name in b.keys().filter(|n| !a.contains_key(*n)) {
+        out.push(json!({ "tool": name, "change": "added", "fields": [] }));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rug_pulls_are_diffed() {
+        let before = vec![
+            json!({"name": "a", "description": "x"}),
+            json!({"name": "b"}),
+        ];
+        let after = vec![
+            json!({"name": "a", "description": "y"}),
+            json!({"name": "c"}),
+        ];
+        let d = diff(&before, &after);
+        assert!(d.contains(&json!({"tool": "a", "change": "changed", "fields": ["description"]})));
+        assert!(d.contains(&json!({"tool": "b", "change": "removed", "fields": []})));
+        assert!(d.contains(&json!({"tool": "c", "change": "added", "fields": []})));
+        assert!(diff(&before, &before).is_empty());
+    }
+}

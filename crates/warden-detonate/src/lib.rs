@@ -1,0 +1,135 @@
+//! The detonation chamber: start an untrusted MCP server inside the jail with decoys and
+//! tracing on, exercise it through a real MCP client, and judge it by what it does.
+//!
+//! [`target`] works out the start command and the source folder; [`harness`] drives the
+//! session (initialize, lists, every tool with benign and adversarial arguments, the lists
+//! again), each call in its own attribution window; [`metadata`] reads the tools' own
+//! descriptions; [`payloads`] builds and recognises attacks; `warden-rules` turns the events
+//! into findings; [`report`] renders the verdict. The server never runs outside the jail, and
+//! its whole tree is gone when [`detonate`] returns.
+
+pub mod args;
+pub mod harness;
+pub mod metadata;
+pub mod payloads;
+pub mod report;
+pub mod target;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use serde_json::json;
+use warden_jail::{Bind, Jail, Policy};
+
+pub use report::Report;
+
+/// What to detonate and how.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// A local file or folder, or `npm:`/`pypi:`/`github:` (not supported yet).
+    pub target: Option<String>,
+    /// The start command (program and arguments).
+    pub command: Vec<String>,
+    /// Extra environment for the server.
+    pub env: Vec<(String, String)>,
+    /// Time for one request (default 10 s).
+    pub call_timeout: Duration,
+    /// Time for the whole session (default 120 s).
+    pub budget: Duration,
+    /// Rule directories (override and extend the built-in rules).
+    pub rules: Vec<PathBuf>,
+    /// Send adversarial payloads.
+    pub adversarial: bool,
+    /// Progress on stderr.
+    pub progress: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            target: None,
+            command: Vec::new(),
+            env: Vec::new(),
+            call_timeout: Duration::from_secs(10),
+            budget: Duration::from_secs(120),
+            rules: Vec::new(),
+            adversarial: true,
+            progress: false,
+        }
+    }
+}
+
+/// Detonate the target with `jail`; the rules come from `options.rules` over the built-in set.
+pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_rules::Compiled>)> {
+    let begun = Instant::now();
+    let rules = warden_rules::ruleset(&options.rules).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let resolved = target::resolve(options.target.as_deref(), &options.command)?;
+    let mut policy = Policy {
+        trace: true,
+        decoys: true,
+        ..Policy::default()
+    };
+    // The session's own budget ends it; the jail's wall time is only the backstop.
+    policy.limits.wall_time_ms = u64::try_from(options.budget.as_millis())
+        .unwrap_or(u64::MAX)
+        .saturating_add(30_000);
+    if let Some(src) = &resolved.source {
+        policy.binds.push(Bind {
+            source: src.clone(),
+            target: Some(PathBuf::from(target::SOURCE_MOUNT)),
+            writable: false,
+        });
+    }
+    for (k, v) in &options.env {
+        policy.env.insert(k.clone(), v.clone());
+    }
+    let settings = harness::Settings {
+        call_timeout: options.call_timeout,
+        budget: options.budget,
+        adversarial: options.adversarial,
+        progress: options.progress,
+    };
+    let (session, events) =
+        harness::run(jail, &policy, &resolved.argv, &settings).context("detonation")?;
+    let windows = session.windows.clone();
+    let tool_of = move |w: Option<&str>| w.and_then(|w| windows.get(w).cloned());
+    let findings = warden_rules::evaluate(&rules, &events, &tool_of);
+    let score = report::score(&findings);
+    let tools = session
+        .tools
+        .iter()
+        .map(|t| {
+            json!({
+                "name": t["name"],
+                "description_sha256": harness::sha256(t["description"].as_str().unwrap_or("")),
+                "annotations": t.get("annotations"),
+                "input_schema": t.get("inputSchema"),
+            })
+        })
+        .collect();
+    let report = Report {
+        schema: "warden.report/v1",
+        target: resolved.display.clone(),
+        mode: "detonate",
+        verdict: warden_events::Verdict::from_score(score),
+        score,
+        duration_ms: u64::try_from(begun.elapsed().as_millis()).unwrap_or(u64::MAX),
+        findings,
+        tools,
+        harness: json!({
+            "calls": session.calls,
+            "accepted": session.accepted,
+            "benign_calls": session.benign.0,
+            "benign_accepted": session.benign.1,
+            "aborted": session.aborted,
+            "server_stderr": session.stderr.chars().take(4000).collect::<String>(),
+            "argv": resolved.argv,
+        }),
+        events,
+        sandbox: serde_json::to_value(&policy).unwrap_or_default(),
+        warden_version: env!("CARGO_PKG_VERSION"),
+        location: resolved.location.clone(),
+    };
+    Ok((report, rules))
+}

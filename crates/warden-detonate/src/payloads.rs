@@ -1,0 +1,216 @@
+//! Adversarial arguments and how each is recognised as having worked. Every payload carries a
+//! per-run nonce; detection never trusts the payload text itself appearing in the output (a
+//! server may simply echo its input): command injection looks for the *result* of an
+//! arithmetic expansion or an exec whose argv holds the nonce, path traversal for a known file
+//! signature or canary content or an open of the target, SSRF for a lookup or connection to the
+//! payload's host, SQL injection for database error signatures.
+
+use serde_json::Value;
+use warden_events::{Event, EventKind};
+
+/// Kinds of payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Shell metacharacters.
+    CommandInjection,
+    /// `../` chains and absolute paths.
+    PathTraversal,
+    /// URLs to a capture host and the cloud metadata address.
+    Ssrf,
+    /// Quote-breaking input.
+    SqlInjection,
+}
+
+impl Kind {
+    /// The name used in events and rules.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::CommandInjection => "command_injection",
+            Kind::PathTraversal => "path_traversal",
+            Kind::Ssrf => "ssrf",
+            Kind::SqlInjection => "sql_injection",
+        }
+    }
+}
+
+/// One payload.
+#[derive(Debug, Clone)]
+pub struct Payload {
+    /// Its kind.
+    pub kind: Kind,
+    /// The argument value.
+    pub value: String,
+}
+
+/// The payloads for one string parameter.
+pub fn for_param(nonce: &str) -> Vec<Payload> {
+    let marker = format!("wdn$((6*7))x{nonce}");
+    let p = |kind, value: String| Payload { kind, value };
+    vec![
+        p(Kind::CommandInjection, format!("x; echo {marker}")),
+        p(Kind::CommandInjection, format!("x$(echo {marker})")),
+        p(Kind::CommandInjection, format!("x`echo {marker}`")),
+        p(
+            Kind::PathTraversal,
+            "../../../../../../../../etc/passwd".into(),
+        ),
+        p(Kind::PathTraversal, "/home/sandbox/.ssh/id_rsa".into()),
+        p(Kind::Ssrf, format!("http://ssrf-{nonce}.test/")),
+        p(
+            Kind::Ssrf,
+            "http://169.254.169.254/latest/meta-data/".into(),
+        ),
+        p(Kind::SqlInjection, "x' OR '1'='1".into()),
+    ]
+}
+
+const SQL_ERRORS: &[&str] = &[
+    "syntax error",
+    "sqlite3.OperationalError",
+    "SQLITE_ERROR",
+    "unrecognized token",
+    "unterminated quoted string",
+    "You have an error in your SQL syntax",
+    "psycopg2",
+    "ORA-0",
+    "SQLSTATE",
+];
+
+fn spawned_with<'a>(events: &[&'a Event], needle: &str) -> Option<&'a Event> {
+    events.iter().copied().find(|e| {
+        e.kind == EventKind::ProcessSpawn
+            && e.data["argv"].as_array().is_some_and(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .any(|s| s.contains(needle))
+            })
+    })
+}
+
+/// Whether `payload` worked, judged from the tool's output text and the events of its call's
+/// window; the evidence as text.
+pub fn detect(
+    payload: &Payload,
+    nonce: &str,
+    output: &str,
+    events: &[&Event],
+    canary_in_output: bool,
+) -> Option<String> {
+    match payload.kind {
+        Kind::CommandInjection => {
+            let executed = format!("wdn42x{nonce}");
+            if output.contains(&executed) {
+                return Some(format!(
+                    "the output holds {executed}, the result of the injected command"
+                ));
+            }
+            spawned_with(events, nonce)
+                .map(|e| format!("event {} started {} with the payload", e.id, e.data["path"]))
+        }
+        Kind::PathTraversal => {
+            if output.contains("root:x:0:0:") {
+                return Some("the output holds /etc/passwd".into());
+            }
+            if canary_in_output {
+                return Some("the output holds the decoy key".into());
+            }
+            // The open must carry the payload itself (a `../` chain, or the absolute decoy path):
+            // other programs of the call (`id` reading /etc/passwd) prove nothing.
+            events
+                .iter()
+                .find(|e| {
+                    e.kind == EventKind::FileOpen
+                        && e.data["path"].as_str().is_some_and(|p| {
+                            if payload.value.starts_with('/') {
+                                p == payload.value
+                            } else {
+                                p.ends_with(&payload.value) && p.contains("/../")
+                            }
+                        })
+                })
+                .map(|e| format!("event {} opened {}", e.id, e.data["path"]))
+        }
+        Kind::Ssrf => {
+            let host = format!("ssrf-{nonce}.test");
+            let metadata = payload.value.contains("169.254.169.254");
+            events
+                .iter()
+                .find(|e| {
+                    if metadata {
+                        e.kind == EventKind::NetConnect && e.data["address"] == "169.254.169.254"
+                    } else {
+                        (e.kind == EventKind::NetDns
+                            && e.data["name"]
+                                .as_str()
+                                .is_some_and(|n| n.eq_ignore_ascii_case(&host)))
+                            || (e.kind == EventKind::NetConnect
+                                && e.data["host"].as_str() == Some(host.as_str()))
+                    }
+                })
+                .map(|e| format!("event {} reached for the payload's host", e.id))
+        }
+        Kind::SqlInjection => SQL_ERRORS
+            .iter()
+            .find(|sig| output.contains(*sig))
+            .map(|sig| format!("the output holds a database error ({sig})")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn ev(id: u64, kind: EventKind, data: Value) -> Event {
+        Event {
+            id,
+            t_ms: 0,
+            kind,
+            pid: Some(3),
+            triggered_by: Some("tool_call:1".into()),
+            data,
+        }
+    }
+
+    #[test]
+    fn echoed_payloads_are_not_detections() {
+        let n = "abc123";
+        let ps = for_param(n);
+        let ci = &ps[0];
+        // The server echoes its input: the payload text is there, its result is not.
+        assert!(detect(ci, n, &format!("you said {}", ci.value), &[], false).is_none());
+        assert!(detect(ci, n, "x\nwdn42xabc123\n", &[], false).is_some());
+        let spawn = ev(
+            4,
+            EventKind::ProcessSpawn,
+            json!({"path": "/bin/sh", "argv": ["sh", "-c", ci.value]}),
+        );
+        assert!(detect(ci, n, "", &[&spawn], false).is_some());
+        let pt = &ps[3];
+        assert!(detect(pt, n, "root:x:0:0:root:/root", &[], false).is_some());
+        assert!(detect(pt, n, "not found", &[], false).is_none());
+        let id_reads = ev(6, EventKind::FileOpen, json!({"path": "/etc/passwd"}));
+        assert!(
+            detect(pt, n, "", &[&id_reads], false).is_none(),
+            "an unrelated open of the same file"
+        );
+        let joined = ev(
+            7,
+            EventKind::FileOpen,
+            json!({"path": "/tmp/notes/../../../../../../../../etc/passwd"}),
+        );
+        assert!(detect(pt, n, "", &[&joined], false).is_some());
+        let ssrf = &ps[5];
+        let dns = ev(
+            5,
+            EventKind::NetDns,
+            json!({"name": "ssrf-abc123.test", "type": "A"}),
+        );
+        assert!(detect(ssrf, n, "", &[&dns], false).is_some());
+        assert!(
+            detect(&ps[6], n, "", &[&dns], false).is_none(),
+            "the metadata payload needs its own connect"
+        );
+        assert!(detect(&ps[7], n, "sqlite3.OperationalError: near", &[], false).is_some());
+    }
+}

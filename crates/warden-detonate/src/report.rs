@@ -1,0 +1,244 @@
+//! The report (`warden.report/v1`): score and verdict, findings with evidence, the tools, the
+//! events and the sandbox that applied; rendered as JSON, SARIF 2.1.0 or a terminal timeline.
+
+use serde::Serialize;
+use serde_json::{Value, json};
+use warden_events::{Event, Finding, Severity, Verdict};
+
+/// The report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// Always `warden.report/v1`.
+    pub schema: &'static str,
+    /// What was detonated.
+    pub target: String,
+    /// `detonate`.
+    pub mode: &'static str,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// 0–100.
+    pub score: u32,
+    /// Wall time of the whole detonation.
+    pub duration_ms: u64,
+    /// The findings, most severe first.
+    pub findings: Vec<Finding>,
+    /// The tools as listed.
+    pub tools: Vec<Value>,
+    /// Calls made and accepted.
+    pub harness: Value,
+    /// Every event.
+    pub events: Vec<Event>,
+    /// The policy the server ran under.
+    pub sandbox: Value,
+    /// This Warden.
+    pub warden_version: &'static str,
+    /// The manifest or entry file findings point at (SARIF).
+    #[serde(skip)]
+    pub location: Option<String>,
+}
+
+fn weight(s: Severity) -> u32 {
+    match s {
+        Severity::Critical => 80,
+        Severity::High => 60,
+        Severity::Medium => 40,
+        Severity::Low => 20,
+        Severity::Info => 0,
+    }
+}
+
+/// The score: the most severe finding's band, plus 3 for each further finding of low severity
+/// or worse, staying inside that band (so the verdict is the worst finding's).
+pub fn score(findings: &[Finding]) -> u32 {
+    let Some(top) = findings.iter().map(|f| weight(f.severity)).max() else {
+        return 0;
+    };
+    let rest = findings
+        .iter()
+        .filter(|f| f.severity >= Severity::Low)
+        .count()
+        .saturating_sub(1);
+    let bonus = u32::try_from(rest)
+        .unwrap_or(u32::MAX)
+        .saturating_mul(3)
+        .min(19);
+    (top + bonus).min(100)
+}
+
+impl Report {
+    /// SARIF 2.1.0.
+    pub fn sarif(&self, rules: &[warden_rules::Compiled]) -> Value {
+        let level = |s: Severity| match s {
+            Severity::Critical | Severity::High => "error",
+            Severity::Medium => "warning",
+            Severity::Low | Severity::Info => "note",
+        };
+        let used: Vec<&warden_rules::Compiled> = rules
+            .iter()
+            .filter(|r| self.findings.iter().any(|f| f.rule == r.rule.id))
+            .collect();
+        let descriptors: Vec<Value> = used
+            .iter()
+            .map(|r| {
+                json!({
+                    "id": r.rule.id,
+                    "name": r.rule.id,
+                    "shortDescription": { "text": format!("{:?}", r.rule.category) },
+                    "fullDescription": { "text": r.rule.recommendation },
+                    "defaultConfiguration": { "level": level(r.rule.severity) },
+                    "properties": { "category": r.rule.category, "severity": r.rule.severity },
+                })
+            })
+            .collect();
+        let uri = self.location.clone().unwrap_or_else(|| "mcp-server".into());
+        let results: Vec<Value> = self
+            .findings
+            .iter()
+            .map(|f| {
+                let index = used.iter().position(|r| r.rule.id == f.rule);
+                json!({
+                    "ruleId": f.rule,
+                    "ruleIndex": index,
+                    "level": level(f.severity),
+                    "message": { "text": format!("{}{}", f.tool.as_ref().map(|t| format!("[{t}] ")).unwrap_or_default(), f.message) },
+                    "locations": [{ "physicalLocation": {
+                        "artifactLocation": { "uri": uri },
+                        "region": { "startLine": 1 }
+                    }}],
+                    "properties": { "severity": f.severity, "category": f.category, "evidence": f.evidence },
+                })
+            })
+            .collect();
+        json!({
+            "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+            "version": "2.1.0",
+            "runs": [{
+                "tool": { "driver": {
+                    "name": "warden",
+                    "version": self.warden_version,
+                    "informationUri": "https://github.com/warden-sandbox/warden",
+                    "rules": descriptors,
+                }},
+                "results": results,
+                "properties": { "verdict": self.verdict, "score": self.score, "target": self.target },
+            }],
+        })
+    }
+
+    /// The terminal timeline (colour when `colour`, plain ASCII otherwise).
+    pub fn timeline(&self, colour: bool) -> String {
+        let paint = |code: &str, text: &str| {
+            if colour {
+                format!("\x1b[{code}m{text}\x1b[0m")
+            } else {
+                text.to_owned()
+            }
+        };
+        let sev = |s: Severity| {
+            let (code, name) = match s {
+                Severity::Critical => ("1;35", "CRITICAL"),
+                Severity::High => ("1;31", "HIGH"),
+                Severity::Medium => ("33", "MEDIUM"),
+                Severity::Low => ("36", "LOW"),
+                Severity::Info => ("2", "INFO"),
+            };
+            paint(code, &format!("{name:<8}"))
+        };
+        let mut out = String::new();
+        let verdict = serde_json::to_value(self.verdict)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        let lines = [
+            format!(
+                "warden detonate  {}",
+                self.target.chars().take(60).collect::<String>()
+            ),
+            format!(
+                "verdict {verdict}   score {}/100   {} findings   {} ms",
+                self.score,
+                self.findings.len(),
+                self.duration_ms
+            ),
+            format!(
+                "{} tools, {} calls ({} accepted), {} events",
+                self.tools.len(),
+                self.harness["calls"],
+                self.harness["accepted"],
+                self.events.len()
+            ),
+        ];
+        let width = lines.iter().map(|l| l.chars().count()).max().unwrap_or(0) + 2;
+        out.push_str(&format!("+{}+\n", "-".repeat(width)));
+        for l in &lines {
+            out.push_str(&format!("| {l:<w$} |\n", w = width - 2));
+        }
+        out.push_str(&format!("+{}+\n", "-".repeat(width)));
+        if self.findings.is_empty() {
+            out.push_str("no findings\n");
+        }
+        for f in &self.findings {
+            let tool = f
+                .tool
+                .as_ref()
+                .map(|t| format!(" [{t}]"))
+                .unwrap_or_default();
+            out.push_str(&format!(
+                "{} {}{}: {}\n",
+                sev(f.severity),
+                f.rule,
+                tool,
+                f.message
+            ));
+            for id in f.evidence.iter().take(5) {
+                if let Some(e) = self.events.iter().find(|e| e.id == *id) {
+                    let kind = serde_json::to_value(e.kind)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_owned))
+                        .unwrap_or_default();
+                    let data: String = e.data.to_string().chars().take(110).collect();
+                    out.push_str(&format!(
+                        "         #{:<5} {:>6} ms  {:<16} {}\n",
+                        e.id, e.t_ms, kind, data
+                    ));
+                }
+            }
+            out.push_str(&format!("         -> {}\n", f.recommendation));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use warden_events::Category;
+
+    fn f(s: Severity) -> Finding {
+        Finding {
+            category: Category::ShellExec,
+            rule: "r".into(),
+            severity: s,
+            message: String::new(),
+            recommendation: String::new(),
+            tool: None,
+            evidence: vec![],
+        }
+    }
+
+    #[test]
+    fn the_verdict_is_the_worst_finding() {
+        assert_eq!(score(&[]), 0);
+        assert_eq!(
+            Verdict::from_score(score(&[f(Severity::Info)])),
+            Verdict::Pass
+        );
+        assert_eq!(
+            Verdict::from_score(score(&[f(Severity::Low), f(Severity::Low)])),
+            Verdict::Low
+        );
+        let many: Vec<Finding> = (0..30).map(|_| f(Severity::Medium)).collect();
+        assert_eq!(Verdict::from_score(score(&many)), Verdict::Medium);
+        assert_eq!(score(&[f(Severity::Critical), f(Severity::High)]), 83);
+    }
+}

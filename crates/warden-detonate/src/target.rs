@@ -1,0 +1,199 @@
+//! What to detonate: a start command (`--mcp-command`), or a local file or folder whose start
+//! command is worked out from its manifest. The server's source folder (the nearest folder with
+//! a manifest above the script) is mounted read-only at [`SOURCE_MOUNT`] in the jail, and the
+//! command's paths are rewritten to point there.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+
+/// Where the server's source folder appears inside the jail.
+pub const SOURCE_MOUNT: &str = "/srv/target";
+
+const MANIFESTS: &[&str] = &[
+    "package.json",
+    "pyproject.toml",
+    "setup.py",
+    "requirements.txt",
+];
+
+/// A resolved target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    /// How the report names it.
+    pub display: String,
+    /// The command inside the jail.
+    pub argv: Vec<String>,
+    /// The host folder mounted at [`SOURCE_MOUNT`].
+    pub source: Option<PathBuf>,
+    /// The manifest or entry file (for SARIF locations), relative to `source`.
+    pub location: Option<String>,
+}
+
+fn interpreter(file: &Path) -> Vec<String> {
+    match file.extension().and_then(|e| e.to_str()) {
+        Some("py") => vec!["python3".into()],
+        Some("js" | "mjs" | "cjs") => vec!["node".into()],
+        _ => Vec::new(),
+    }
+}
+
+/// The nearest folder at or above `start` holding a manifest; `start` itself when none does.
+fn source_root(start: &Path) -> PathBuf {
+    let mut dir = Some(start);
+    while let Some(d) = dir {
+        if MANIFESTS.iter().any(|m| d.join(m).is_file()) {
+            return d.to_path_buf();
+        }
+        dir = d.parent().filter(|p| p.parent().is_some());
+    }
+    start.to_path_buf()
+}
+
+fn entry_of_folder(dir: &Path) -> Result<PathBuf> {
+    if let Ok(text) = std::fs::read_to_string(dir.join("package.json"))
+        && let Ok(pkg) = serde_json::from_str::<serde_json::Value>(&text)
+    {
+        let bin = match &pkg["bin"] {
+            serde_json::Value::String(s) => Some(s.clone()),
+            serde_json::Value::Object(m) => m.values().find_map(|v| v.as_str().map(str::to_owned)),
+            _ => None,
+        };
+        if let Some(entry) = bin.or_else(|| pkg["main"].as_str().map(str::to_owned)) {
+            return Ok(dir.join(entry));
+        }
+    }
+    for name in [
+        "server.py",
+        "main.py",
+        "__main__.py",
+        "index.js",
+        "server.js",
+        "main.js",
+    ] {
+        if dir.join(name).is_file() {
+            return Ok(dir.join(name));
+        }
+    }
+    bail!(
+        "{}: no start command found (no package.json bin/main, no server.py, main.py, index.js…); give one with --mcp-command",
+        dir.display()
+    )
+}
+
+/// Resolve `target` or `command` (one of them).
+pub fn resolve(target: Option<&str>, command: &[String]) -> Result<Resolved> {
+    if let Some(t) = target {
+        for scheme in ["npm:", "pypi:", "github:"] {
+            if t.starts_with(scheme) {
+                bail!(
+                    "{scheme} targets are not supported yet: install the server and give its start command with --mcp-command"
+                );
+            }
+        }
+    }
+    let (argv, script) = match (target, command.is_empty()) {
+        (_, false) => {
+            // The first argument that names an existing file is the server's script.
+            // The first argument that names an existing file is the server's script; else the
+            // program itself, unless it is a system program.
+            let system = |p: &Path| {
+                ["/usr", "/bin", "/sbin", "/lib", "/etc"]
+                    .iter()
+                    .any(|s| p.starts_with(s))
+            };
+            let script = command
+                .iter()
+                .skip(1)
+                .chain(command.first())
+                .map(Path::new)
+                .filter(|p| p.is_file())
+                .map(std::path::absolute)
+                .filter_map(Result::ok)
+                .find(|p| !system(p));
+            (command.to_vec(), script)
+        }
+        (Some(t), true) => {
+            let path = std::path::absolute(t).with_context(|| format!("target {t:?}"))?;
+            let file = if path.is_dir() {
+                entry_of_folder(&path)?
+            } else if path.is_file() {
+                path
+            } else {
+                bail!("target {t:?} is neither a file nor a folder");
+            };
+            let mut argv = interpreter(&file);
+            argv.push(file.display().to_string());
+            (argv, Some(file))
+        }
+        (None, true) => bail!("nothing to detonate: give a TARGET or --mcp-command"),
+    };
+    let source = script.as_deref().and_then(Path::parent).map(source_root);
+    let rewrite = |arg: &String| -> String {
+        let Some(src) = &source else {
+            return arg.clone();
+        };
+        let abs = std::path::absolute(arg).unwrap_or_else(|_| PathBuf::from(arg));
+        match abs.strip_prefix(src) {
+            Ok(rest) if Path::new(arg).exists() => {
+                Path::new(SOURCE_MOUNT).join(rest).display().to_string()
+            }
+            _ => arg.clone(),
+        }
+    };
+    let location = match (&source, &script) {
+        (Some(src), Some(script)) => MANIFESTS
+            .iter()
+            .find(|m| src.join(m).is_file())
+            .map(|m| (*m).to_owned())
+            .or_else(|| {
+                script
+                    .strip_prefix(src)
+                    .ok()
+                    .map(|p| p.display().to_string())
+            }),
+        _ => None,
+    };
+    Ok(Resolved {
+        display: target.map_or_else(|| command.join(" "), str::to_owned),
+        argv: argv.iter().map(rewrite).collect(),
+        source,
+        location,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_folders_and_schemes() {
+        let d = tempfile_dir();
+        std::fs::write(d.join("pyproject.toml"), "[project]\nname='x'\n").unwrap();
+        std::fs::create_dir_all(d.join("src")).unwrap();
+        std::fs::write(d.join("src/server.py"), "print()").unwrap();
+        let script = d.join("src/server.py").display().to_string();
+        let r = resolve(None, &["python3".into(), script]).unwrap();
+        assert_eq!(r.argv, vec!["python3", "/srv/target/src/server.py"]);
+        assert_eq!(r.source.as_deref(), Some(d.as_path()));
+        assert_eq!(r.location.as_deref(), Some("pyproject.toml"));
+        let r = resolve(Some(d.join("src").to_str().unwrap()), &[]).unwrap();
+        assert_eq!(r.argv, vec!["python3", "/srv/target/src/server.py"]);
+        assert!(
+            resolve(Some("npm:left-pad"), &[])
+                .unwrap_err()
+                .to_string()
+                .contains("not supported yet")
+        );
+        assert!(resolve(None, &[]).is_err());
+        let r = resolve(None, &["/bin/cat".into()]).unwrap();
+        assert_eq!(r.argv, vec!["/bin/cat"]);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    fn tempfile_dir() -> PathBuf {
+        let d = std::env::temp_dir().join(format!("warden-target-test-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+}

@@ -1,0 +1,80 @@
+//! `warden detonate`: options in, report out (stdout or --out), progress on stderr, and the
+//! `--fail-on` exit status.
+
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use warden_events::Severity;
+
+use crate::cli::DetonateArgs;
+use crate::run::parse_duration;
+
+/// Run it; 0, 1 when --fail-on tripped, 2 on errors.
+pub fn main(args: DetonateArgs) -> ExitCode {
+    match detonate(&args) {
+        Ok(true) => ExitCode::from(1),
+        Ok(false) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("warden detonate: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn severity(name: &str) -> Option<Severity> {
+    serde_json::from_value(serde_json::Value::String(name.to_owned())).ok()
+}
+
+fn detonate(args: &DetonateArgs) -> Result<bool> {
+    let mut command = match &args.mcp_command {
+        Some(c) => {
+            shlex::split(c).with_context(|| format!("--mcp-command {c:?}: unbalanced quotes"))?
+        }
+        None => Vec::new(),
+    };
+    command.extend(args.mcp_args.iter().cloned());
+    if args.target.is_some() && !command.is_empty() {
+        bail!("give either a TARGET or --mcp-command/--mcp-arg, not both");
+    }
+    let duration = |t: &str, flag: &str| {
+        parse_duration(t).with_context(|| format!("{flag}: not a duration: {t:?}"))
+    };
+    let mut env = Vec::new();
+    for kv in &args.env {
+        let (k, v) = kv
+            .split_once('=')
+            .with_context(|| format!("--env {kv:?}: expected K=V"))?;
+        env.push((k.to_owned(), v.to_owned()));
+    }
+    let options = warden_detonate::Options {
+        target: args.target.clone(),
+        command,
+        env,
+        call_timeout: duration(&args.call_timeout, "--call-timeout")?,
+        budget: duration(&args.timeout, "--timeout")?,
+        rules: args.rules.clone(),
+        adversarial: !args.no_payloads,
+        progress: std::io::stderr().is_terminal(),
+    };
+    let jail = warden_jail::Jail::current_exe()?;
+    let (report, rules) = warden_detonate::detonate(&jail, &options)?;
+    let text = match args.output.as_str() {
+        "json" => serde_json::to_string_pretty(&report)?,
+        "sarif" => serde_json::to_string_pretty(&report.sarif(&rules))?,
+        _ => report.timeline(args.out.is_none() && std::io::stdout().is_terminal()),
+    };
+    match &args.out {
+        Some(path) => std::fs::write(path, text.as_bytes())
+            .with_context(|| format!("--out {}", path.display()))?,
+        None => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(text.as_bytes())?;
+            if !text.ends_with('\n') {
+                out.write_all(b"\n")?;
+            }
+        }
+    }
+    let gate = args.fail_on.as_deref().and_then(severity);
+    Ok(gate.is_some_and(|g| report.findings.iter().any(|f| f.severity >= g)))
+}
