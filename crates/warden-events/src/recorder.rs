@@ -12,6 +12,13 @@ use serde_json::Value;
 
 use crate::{Event, EventKind};
 
+/// Events of the reserved kinds accepted past the count cap.
+const RESERVE: u64 = 1000;
+/// Bytes of reserved events accepted past the byte cap.
+const RESERVE_BYTES: u64 = 1 << 20;
+/// Bytes of event data kept or streamed per run, by default.
+pub const DEFAULT_MAX_BYTES: u64 = 64 << 20;
+
 /// A named attribution window.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Window {
@@ -44,6 +51,9 @@ pub struct Recorder {
     window: Option<String>,
     /// Events numbered so far (kept or not).
     count: u64,
+    /// Bytes of event data so far, and the most allowed.
+    bytes: u64,
+    max_bytes: u64,
     /// Whether events are kept in memory.
     keep: bool,
 }
@@ -58,6 +68,8 @@ impl Recorder {
             dropped: 0,
             window: None,
             count: 0,
+            bytes: 0,
+            max_bytes: DEFAULT_MAX_BYTES,
             keep: true,
         }
     }
@@ -102,12 +114,23 @@ impl Recorder {
         Some(e)
     }
 
-    /// Number, time and window for a new event, counting it against the cap.
+    /// Number, time and window for a new event, counting it against the caps. Canary
+    /// sightings, limits and the end of the run have a reserve of their own beyond the count
+    /// cap, so a flood of ordinary events cannot push them out.
     fn stamp(&mut self, kind: EventKind, pid: Option<i32>, data: Value) -> Option<Event> {
-        if self.count >= self.cap as u64 {
+        let reserved = matches!(
+            kind,
+            EventKind::CanarySeen | EventKind::SandboxLimitHit | EventKind::SandboxExited
+        );
+        let limit = self.cap as u64 + if reserved { RESERVE } else { 0 };
+        let size = data.to_string().len() as u64;
+        if self.count >= limit
+            || self.bytes + size > self.max_bytes + if reserved { RESERVE_BYTES } else { 0 }
+        {
             self.dropped += 1;
             return None;
         }
+        self.bytes += size;
         self.count += 1;
         let t_ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
         Some(Event {
@@ -118,6 +141,11 @@ impl Recorder {
             triggered_by: self.window.clone(),
             data,
         })
+    }
+
+    /// Set the byte cap on event data.
+    pub fn max_bytes(&mut self, bytes: u64) {
+        self.max_bytes = bytes;
     }
 
     /// Stop keeping events (they are streamed elsewhere); ids, times and the cap still apply.
@@ -177,5 +205,34 @@ mod tests {
             e.windows(2)
                 .all(|w| w[0].t_ms <= w[1].t_ms && w[0].id + 1 == w[1].id)
         );
+    }
+
+    #[test]
+    fn reserved_kinds_and_the_byte_cap() {
+        let mut r = Recorder::new(2);
+        r.record(EventKind::FileOpen, None, json!({}));
+        r.record(EventKind::FileOpen, None, json!({}));
+        assert_eq!(r.record(EventKind::FileOpen, None, json!({})), None);
+        assert_eq!(r.record(EventKind::CanarySeen, None, json!({})), Some(3));
+        assert_eq!(r.record(EventKind::SandboxExited, None, json!({})), Some(4));
+        let mut r = Recorder::new(100);
+        r.max_bytes(100);
+        assert!(
+            r.record(
+                EventKind::ProcessSpawn,
+                None,
+                json!({"argv": "x".repeat(80)})
+            )
+            .is_some()
+        );
+        assert_eq!(
+            r.record(
+                EventKind::ProcessSpawn,
+                None,
+                json!({"argv": "x".repeat(80)})
+            ),
+            None
+        );
+        assert_eq!(r.dropped(), 1);
     }
 }

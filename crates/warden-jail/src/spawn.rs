@@ -40,6 +40,8 @@ const RESULT_FD: RawFd = 4;
 const TRACE_FD: RawFd = 5;
 /// Events a [`TraceLink`] keeps, at most (the rest are counted).
 const LINK_EVENTS: usize = 20_000;
+/// Bytes of events a [`TraceLink`] keeps, at most.
+const LINK_BYTES: u64 = 64 << 20;
 /// Longest line accepted from the helper's event stream.
 const LINK_LINE: u64 = 1 << 20;
 /// How long opening a window waits for the helper's acknowledgement.
@@ -380,10 +382,24 @@ fn read_link(
 ) {
     use std::io::{BufRead, Read};
     let mut reader = std::io::BufReader::new(stream);
+    let mut bytes: u64 = 0;
     loop {
         let mut line = Vec::new();
         let n = (&mut reader).take(LINK_LINE).read_until(b'\n', &mut line);
         let done = !matches!(n, Ok(n) if n > 0);
+        // An over-long line: skip the rest of it and count it as dropped.
+        let cut = !done && !line.ends_with(b"\n") && line.len() as u64 >= LINK_LINE;
+        if cut {
+            let mut rest = Vec::new();
+            while let Ok(n) = (&mut reader).take(LINK_LINE).read_until(b'\n', &mut rest) {
+                if n == 0 || rest.ends_with(b"\n") {
+                    break;
+                }
+                rest.clear();
+            }
+            line.clear();
+        }
+        bytes += line.len() as u64;
         let value: Option<serde_json::Value> = serde_json::from_slice(&line).ok();
         let mut s = shared
             .0
@@ -398,12 +414,15 @@ fn read_link(
             } else if let Some(list) = v.get("canaries") {
                 s.canaries = serde_json::from_value(list.clone()).unwrap_or_default();
             } else if let Ok(e) = serde_json::from_value::<warden_events::Event>(v) {
-                if s.events.len() < LINK_EVENTS {
+                if s.events.len() < LINK_EVENTS && bytes <= LINK_BYTES {
                     s.events.push(e);
                 } else {
                     s.dropped += 1;
                 }
             }
+        }
+        if cut {
+            s.dropped += 1;
         }
         if done {
             s.closed = true;

@@ -268,9 +268,6 @@ pub fn traced_syscalls() -> Vec<i64> {
         libc::SYS_sendto,
         libc::SYS_sendmsg,
         libc::SYS_exit_group,
-        // No event: they invalidate the tracer's cached working directories.
-        libc::SYS_chdir,
-        libc::SYS_fchdir,
         warden_trace::interposer::ENV_READ_SYSCALL,
     ];
     #[cfg(target_arch = "x86_64")]

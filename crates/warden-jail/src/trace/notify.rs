@@ -52,6 +52,13 @@ pub struct Tracer {
     written: HashMap<i32, Vec<String>>,
     /// Addresses sockets were bound to, per (tgid, fd), for `listen`.
     bound: HashMap<(i32, i32), Value>,
+    /// Paths in `written`, over all processes.
+    written_total: usize,
+    /// Bytes of written files scanned so far.
+    scanned: u64,
+    /// The jail's root, opened before the command ran: written files of processes that never
+    /// called `exit_group` are scanned through it once the tree is gone.
+    root: Option<std::fs::File>,
 }
 
 #[derive(Debug)]
@@ -66,12 +73,21 @@ thread_local! {
     static CURRENT: std::cell::RefCell<Option<std::fs::File>> = const { std::cell::RefCell::new(None) };
 }
 
-fn read_mem(_pid: i32, addr: u64, len: usize) -> Option<Vec<u8>> {
+fn read_mem(pid: i32, addr: u64, len: usize) -> Option<Vec<u8>> {
     CURRENT.with(|c| {
-        let c = c.borrow();
-        let f = c.as_ref()?;
+        let mut c = c.borrow_mut();
         let mut buf = vec![0u8; len];
-        let n = f.read_at(&mut buf, addr).ok()?;
+        let n = match c.as_ref().map(|f| f.read_at(&mut buf, addr)) {
+            Some(Ok(n)) if n > 0 => n,
+            // A handle on a replaced address space reads nothing: open the task's memory
+            // afresh once.
+            _ => {
+                let fresh = std::fs::File::open(format!("/proc/{pid}/mem")).ok()?;
+                let n = fresh.read_at(&mut buf, addr).ok()?;
+                *c = Some(fresh);
+                n
+            }
+        };
         buf.truncate(n);
         Some(buf)
     })
@@ -92,41 +108,43 @@ fn read_cstr(pid: i32, addr: u64) -> Option<String> {
     Some(String::from_utf8_lossy(&bytes[..end]).into_owned())
 }
 
-thread_local! {
-    /// Working directories by task, until a `chdir`/`fchdir` anywhere clears them (a directory
-    /// change is visible to every thread sharing the process's `fs`).
-    static CWDS: std::cell::RefCell<HashMap<i32, std::path::PathBuf>> =
-        std::cell::RefCell::new(HashMap::new());
-}
+/// Bytes of argv kept per exec event, at most (the rest is cut and the event says so).
+const MAX_ARGV_BYTES: usize = 16 << 10;
 
-fn cwd(pid: i32) -> Option<std::path::PathBuf> {
-    CWDS.with(|c| {
-        if let Some(p) = c.borrow().get(&pid) {
-            return Some(p.clone());
-        }
-        let p = std::fs::read_link(format!("/proc/{pid}/cwd")).ok()?;
-        let mut c = c.borrow_mut();
-        if c.len() > MAX_CACHED {
-            c.clear();
-        }
-        c.insert(pid, p.clone());
-        Some(p)
-    })
-}
-
-fn forget_cwds() {
-    CWDS.with(|c| c.borrow_mut().clear());
-}
-
-fn read_argv(pid: i32, addr: u64) -> Vec<String> {
+fn read_argv(pid: i32, addr: u64) -> Value {
     let Some(ptrs) = read_mem(pid, addr, MAX_ARGV * 8) else {
-        return Vec::new();
+        return json!([]);
     };
-    ptrs.chunks_exact(8)
+    let mut total = 0;
+    let mut out = Vec::new();
+    let mut truncated = false;
+    for p in ptrs
+        .chunks_exact(8)
         .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
         .take_while(|p| *p != 0)
-        .filter_map(|p| read_cstr(pid, p))
-        .collect()
+    {
+        let Some(mut arg) = read_cstr(pid, p) else {
+            continue;
+        };
+        if total + arg.len() > MAX_ARGV_BYTES {
+            let room = MAX_ARGV_BYTES.saturating_sub(total);
+            let cut = (0..=room)
+                .rev()
+                .find(|i| arg.is_char_boundary(*i))
+                .unwrap_or(0);
+            arg.truncate(cut);
+            truncated = true;
+        }
+        total += arg.len();
+        out.push(arg);
+        if truncated {
+            break;
+        }
+    }
+    if truncated {
+        out.push("…(truncated)".to_owned());
+    }
+    json!(out)
 }
 
 /// Names of the syscalls the jail denies, for events.
@@ -206,7 +224,7 @@ fn path_arg(pid: i32, dirfd: Option<u64>, addr: u64) -> Option<String> {
     }
     // `int` arguments: the kernel reads the low 32 bits, and so do we.
     let base = match dirfd.map(low_i32) {
-        None | Some(libc::AT_FDCWD) => cwd(pid),
+        None | Some(libc::AT_FDCWD) => std::fs::read_link(format!("/proc/{pid}/cwd")).ok(),
         Some(fd) => std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).ok(),
     };
     Some(match base {
@@ -314,14 +332,17 @@ pub fn spawn(
     std::thread::Builder::new()
         .name("warden-trace".into())
         .spawn(move || match take_listener(&sock, init) {
-            Ok(listener) => Tracer::new(listener, hub, net).run(&stop),
+            Ok((listener, root)) => Tracer::new(listener, hub, net, root).run(&stop),
             Err(e) => tracing::debug!(error = %e, "no seccomp listener from the init"),
         })
 }
 
 /// The init announces its listener's descriptor number; copy the descriptor out of it and
 /// tell it so.
-fn take_listener(sock: &OwnedFd, init: nix::unistd::Pid) -> Result<OwnedFd, nix::errno::Errno> {
+fn take_listener(
+    sock: &OwnedFd,
+    init: nix::unistd::Pid,
+) -> Result<(OwnedFd, Option<std::fs::File>), nix::errno::Errno> {
     let mut number = [0u8; 4];
     let n = nix::unistd::read(sock, &mut number)?;
     if n != 4 {
@@ -329,12 +350,20 @@ fn take_listener(sock: &OwnedFd, init: nix::unistd::Pid) -> Result<OwnedFd, nix:
     }
     let pidfd = sys::pidfd_open(init)?;
     let listener = sys::pidfd_getfd(pidfd.as_fd(), i32::from_le_bytes(number))?;
+    // The init is still waiting for us, so this is its finished root; held open, it stays
+    // readable after the jail's mount namespace is gone.
+    let root = std::fs::File::open(format!("/proc/{init}/root")).ok();
     nix::unistd::write(sock, b"k")?;
-    Ok(listener)
+    Ok((listener, root))
 }
 
 impl Tracer {
-    fn new(listener: OwnedFd, hub: Arc<Hub>, net: Option<Arc<Net>>) -> Tracer {
+    fn new(
+        listener: OwnedFd,
+        hub: Arc<Hub>,
+        net: Option<Arc<Net>>,
+        root: Option<std::fs::File>,
+    ) -> Tracer {
         if let Err(e) = sys::notif_sync_wakeup(listener.as_fd()) {
             tracing::debug!(error = %e, "no synchronous wake-up for seccomp notifications");
         }
@@ -346,6 +375,9 @@ impl Tracer {
             observed: crate::seccomp::traced_syscalls(),
             written: HashMap::new(),
             bound: HashMap::new(),
+            written_total: 0,
+            scanned: 0,
+            root,
         }
     }
 
@@ -364,6 +396,7 @@ impl Tracer {
                 || (idle && stop.load(Ordering::Acquire))
                 || ready.is_err_and(|e| e != nix::errno::Errno::EINTR)
             {
+                self.scan_leftovers();
                 return;
             }
         }
@@ -409,9 +442,10 @@ impl Tracer {
         let (inner, tgid) = (task.inner, task.tgid);
         let mem = task.mem.as_ref().and_then(|f| f.try_clone().ok());
         CURRENT.with(|c| *c.borrow_mut() = mem);
-        // An exec replaces the address space: later reads need a fresh handle.
-        if n.nr == libc::SYS_execve || n.nr == libc::SYS_execveat {
-            self.tasks.remove(&pid);
+        // An exec replaces the process's address space, and an exec from another thread takes
+        // over the leader's pid: forget every thread of this process.
+        if n.nr == libc::SYS_execve || n.nr == libc::SYS_execveat || n.nr == libc::SYS_exit_group {
+            self.tasks.retain(|_, t| t.tgid != tgid);
         }
         let decoded = decode(n.nr, pid, &n.args);
         CURRENT.with(|c| *c.borrow_mut() = None);
@@ -420,7 +454,7 @@ impl Tracer {
         let valid = sys::notif_id_valid(self.listener.as_fd(), n.id) && inner != Some(1);
         // Warden's own observers (the interposer being loaded, Python's attempt to cache the
         // hook's bytecode) are not the subject's doing.
-        let decoded = decoded.filter(|(_, d)| !ours(d));
+        let decoded = decoded.filter(|(kind, d)| !ours(*kind, d));
         let Some((kind, data)) = decoded.filter(|_| valid) else {
             let _ = sys::notif_continue(self.listener.as_fd(), n.id);
             return;
@@ -452,11 +486,13 @@ impl Tracer {
             && let Some(paths) = self.written.remove(&tgid)
         {
             let inner = self.tasks.get(&pid).and_then(|t| t.inner);
-            for path in paths {
-                if let Some(bytes) = read_in_root(pid, &path) {
-                    let ctx = json!({ "where": "file", "path": path });
-                    self.hub.scan(&bytes, inner, &ctx);
-                }
+            self.written_total = self.written_total.saturating_sub(paths.len());
+            // The task's root, opened once and checked to still be this task's.
+            let root = std::fs::File::open(format!("/proc/{pid}/root")).ok();
+            if sys::notif_id_valid(self.listener.as_fd(), n.id)
+                && let Some(root) = root
+            {
+                self.scan_files(&root, &paths, inner);
             }
         }
     }
@@ -493,11 +529,24 @@ impl Tracer {
             }
         }
         if kind == EventKind::FileWrite
+            && data["op"] == "open"
             && let Some(path) = data["path"].as_str()
+            && self.written_total < MAX_WRITTEN_TOTAL
         {
             let list = self.written.entry(tgid).or_default();
             if list.len() < MAX_WRITTEN && !list.iter().any(|p| p == path) {
                 list.push(path.to_owned());
+                self.written_total += 1;
+            }
+        }
+        // A written file renamed before its writer exits is scanned under its new name.
+        if kind == EventKind::FileRename
+            && let (Some(from), Some(to)) = (data["from"].as_str(), data["to"].as_str())
+        {
+            for list in self.written.values_mut() {
+                for p in list.iter_mut().filter(|p| *p == from) {
+                    *p = to.to_owned();
+                }
             }
         }
         if kind == EventKind::EnvRead
@@ -529,29 +578,124 @@ impl Tracer {
     }
 }
 
-/// Whether a file event concerns Warden's own tools directory.
-fn ours(data: &Value) -> bool {
-    let prefix = concat!("/.warden", "/");
-    debug_assert_eq!(prefix.trim_end_matches('/'), super::prepare::TOOLS_MOUNT);
-    data["path"].as_str().is_some_and(|p| p.starts_with(prefix))
+/// `path` with `.`, `..` and repeated slashes resolved lexically.
+fn normalize(path: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for c in path.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            c => parts.push(c),
+        }
+    }
+    format!("/{}", parts.join("/"))
+}
+
+/// Whether an event is Warden's own doing: the loader opening the interposer, Python reading
+/// (or trying to cache) the hook. Only those exact files, only opens and the cache attempt —
+/// never an exec or a delete, and a path that merely passes through the directory (`..`) is
+/// judged by where it ends up.
+fn ours(kind: EventKind, data: &Value) -> bool {
+    let Some(path) = data["path"].as_str() else {
+        return false;
+    };
+    let p = normalize(path);
+    let tools = super::prepare::TOOLS_MOUNT;
+    match kind {
+        EventKind::FileOpen => {
+            p == format!("{tools}/libwarden_env.so")
+                || p == format!("{tools}/python/sitecustomize.py")
+                || p == format!("{tools}/python")
+                || p.starts_with(&format!("{tools}/python/__pycache__/sitecustomize."))
+        }
+        EventKind::FileWrite => {
+            data["op"] == "mkdir" && p == format!("{tools}/python/__pycache__")
+                || p.starts_with(&format!("{tools}/python/__pycache__/sitecustomize."))
+        }
+        _ => false,
+    }
+}
+
+/// Bytes of written files scanned per run, at most.
+const MAX_SCAN_TOTAL: u64 = 64 << 20;
+/// Paths remembered for the canary scan over all processes, at most.
+const MAX_WRITTEN_TOTAL: usize = 4096;
+
+impl Tracer {
+    /// Scan `paths` (as seen from `root`) for canaries, within the run's scan budget.
+    fn scan_files(&mut self, root: &std::fs::File, paths: &[String], pid: Option<i32>) {
+        for path in paths {
+            let left = MAX_SCAN_TOTAL.saturating_sub(self.scanned);
+            if left == 0 {
+                return;
+            }
+            if let Some(bytes) = read_in_root(root, path, left.min(MAX_SCAN)) {
+                self.scanned += bytes.len() as u64;
+                let ctx = json!({ "where": "file", "path": path });
+                self.hub.scan(&bytes, pid, &ctx);
+            }
+        }
+    }
+
+    /// Once the tree is gone: the written files of processes that never called `exit_group`
+    /// (killed, or ended with a bare `exit`), through the root held since the start.
+    fn scan_leftovers(&mut self) {
+        let Some(root) = self.root.take() else {
+            return;
+        };
+        let left: Vec<String> = std::mem::take(&mut self.written)
+            .into_values()
+            .flatten()
+            .collect();
+        self.scan_files(&root, &left, None);
+    }
 }
 
 /// Read a file the process wrote, as the process sees it (its root, no escaping it through
-/// symlinks), if it is a regular file; at most [`MAX_SCAN`] bytes.
-fn read_in_root(pid: i32, path: &str) -> Option<Vec<u8>> {
+/// symlinks), if it is a regular file on an ordinary file system (never procfs, sysfs or a
+/// device: reading those can have side effects); at most `cap` bytes.
+fn read_in_root(root: &std::fs::File, path: &str, cap: u64) -> Option<Vec<u8>> {
     use std::io::Read;
-    let root = std::fs::File::open(format!("/proc/{pid}/root")).ok()?;
     let flags = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
     let resolve = libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS;
     let rel = path.trim_start_matches('/');
+    // O_PATH first: nothing is opened for reading until the type is known.
+    let probe = sys::openat2(
+        Some(root.as_fd()),
+        rel,
+        libc::O_PATH | libc::O_CLOEXEC,
+        0,
+        resolve,
+    )
+    .ok()?;
+    let meta = std::fs::File::from(probe);
+    if !meta.metadata().ok()?.is_file() || special_fs(&meta) {
+        return None;
+    }
     let fd = sys::openat2(Some(root.as_fd()), rel, flags, 0, resolve).ok()?;
     let file = std::fs::File::from(fd);
-    if !file.metadata().ok()?.is_file() {
+    if !file.metadata().ok()?.is_file() || special_fs(&file) {
         return None;
     }
     let mut bytes = Vec::new();
-    file.take(MAX_SCAN).read_to_end(&mut bytes).ok()?;
+    file.take(cap).read_to_end(&mut bytes).ok()?;
     Some(bytes)
+}
+
+/// Whether `f` lives on procfs, sysfs, debugfs, securityfs or the like.
+fn special_fs(f: &std::fs::File) -> bool {
+    use nix::sys::statfs::{PROC_SUPER_MAGIC, SYSFS_MAGIC, fstatfs};
+    fstatfs(f).map_or(true, |s| {
+        let t = s.filesystem_type();
+        t == PROC_SUPER_MAGIC
+            || t == SYSFS_MAGIC
+            || t.0 == 0x6462_6720 // debugfs
+            || t.0 == 0x7363_6673 // securityfs
+            || t.0 == 0x6e73_6673 // nsfs
+            || t.0 == 0x6367_7270 // cgroup2
+    })
 }
 
 /// A send's data: the destination and the first bytes (kept aside for the canary scan and DNS
@@ -650,10 +794,6 @@ fn decode(nr: i64, pid: i32, a: &[u64; 6]) -> Option<(EventKind, Value)> {
         }
         // The status the process exits with (deaths by signal are reported for the command
         // itself by `sandbox.exited`).
-        nr if nr == libc::SYS_chdir || nr == libc::SYS_fchdir => {
-            forget_cwds();
-            None
-        }
         nr if nr == libc::SYS_exit_group => Some((
             EventKind::ProcessExit,
             json!({ "code": low_i32(a[0]) & 0xff }),

@@ -28,6 +28,8 @@ pub const DECOY_HOME: &str = "/home/sandbox";
 /// The host side of one run's observation; dropping it removes the run's own files.
 #[derive(Debug)]
 pub struct Observation {
+    /// The decoy home's own tmpfs (unmounted on drop, before the directory is removed).
+    home_mount: Option<PathBuf>,
     _dir: Option<tempfile::TempDir>,
     /// The run's decoys, when on.
     pub decoys: Option<Decoys>,
@@ -63,6 +65,17 @@ fn prepend(policy: &mut Policy, name: &str, value: &str) {
         _ => value.to_owned(),
     };
     policy.env.insert(name.to_owned(), v);
+}
+
+/// Size of the decoy home's tmpfs.
+pub const DECOY_HOME_BYTES: u64 = 64 << 20;
+
+impl Drop for Observation {
+    fn drop(&mut self) {
+        if let Some(home) = self.home_mount.take() {
+            let _ = nix::mount::umount2(&home, nix::mount::MntFlags::MNT_DETACH);
+        }
+    }
 }
 
 /// Shared tools are kept under this directory.
@@ -183,6 +196,7 @@ pub fn prepare(policy: &mut Policy) -> Result<Option<Observation>, JailError> {
         &format!("{TOOLS_MOUNT}/libwarden_env.so"),
     );
     prepend(policy, "PYTHONPATH", &format!("{TOOLS_MOUNT}/python"));
+    let mut home_mount = None;
     let decoys = if policy.decoys {
         let d = Decoys::generate();
         let base = match &dir {
@@ -191,6 +205,23 @@ pub fn prepare(policy: &mut Policy) -> Result<Option<Observation>, JailError> {
         };
         let home = base.join("home");
         mkdir(&home, 0o755)?;
+        // Its own small tmpfs: the jail may write to its home, but never fill the host's disk.
+        let flags = nix::mount::MsFlags::MS_NOSUID | nix::mount::MsFlags::MS_NODEV;
+        let opts = format!("size={DECOY_HOME_BYTES},mode=0755");
+        match nix::mount::mount(
+            Some("tmpfs"),
+            &home,
+            Some("tmpfs"),
+            flags,
+            Some(opts.as_str()),
+        ) {
+            Ok(()) => {
+                let private = nix::mount::MsFlags::MS_PRIVATE;
+                let _ = nix::mount::mount(None::<&str>, &home, None::<&str>, private, None::<&str>);
+                home_mount = Some(home.clone());
+            }
+            Err(e) => tracing::warn!(error = %e, "the decoy home is not size-limited"),
+        }
         for f in &d.files {
             let path = home.join(f.path);
             if let Some(parent) = path.parent() {
@@ -212,7 +243,11 @@ pub fn prepare(policy: &mut Policy) -> Result<Option<Observation>, JailError> {
     } else {
         None
     };
-    Ok(Some(Observation { _dir: dir, decoys }))
+    Ok(Some(Observation {
+        home_mount,
+        _dir: dir,
+        decoys,
+    }))
 }
 
 #[cfg(test)]

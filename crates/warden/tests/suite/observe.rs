@@ -265,3 +265,65 @@ fn windows_attribute_a_grandchilds_exec() {
     assert_eq!(events[0].triggered_by, None);
     assert_eq!(events.last().unwrap().triggered_by, None);
 }
+
+#[test]
+fn the_decoy_home_cannot_fill_the_host_disk() {
+    let (r, _) = observed(
+        &[],
+        &[
+            "sh",
+            "-c",
+            "dd if=/dev/zero of=$HOME/big bs=1M count=100 2>&1; ls -l $HOME/big",
+        ],
+    );
+    assert!(r.stdout.contains("No space left on device"), "{r:?}");
+}
+
+#[test]
+fn paths_through_wardens_tools_directory_are_still_evidence() {
+    let cmd = "cat /.warden/../home/sandbox/.aws/credentials >/dev/null; /.warden/../usr/bin/true";
+    let (r, ev) = observed(&[], &["sh", "-c", cmd]);
+    assert_eq!(r.status, 0, "{r:?}");
+    assert!(
+        all(&ev, "file.open")
+            .iter()
+            .any(|e| e["data"]["path"] == "/.warden/../home/sandbox/.aws/credentials"),
+        "{ev:?}"
+    );
+    assert!(
+        all(&ev, "process.spawn")
+            .iter()
+            .any(|e| e["data"]["path"] == "/.warden/../usr/bin/true")
+    );
+    // Warden's own loading of the interposer stays out.
+    assert!(
+        !all(&ev, "file.open")
+            .iter()
+            .any(|e| e["data"]["path"] == "/.warden/libwarden_env.so")
+    );
+}
+
+#[test]
+fn an_exec_from_a_second_thread_does_not_blind_the_tracer() {
+    // The main thread makes observed syscalls first (its handle is cached), then another
+    // thread execs: the new program takes over the main thread's pid.
+    let script = "import os, threading\nopen('/etc/hostname').read()\n\
+                  t = threading.Thread(target=lambda: os.execv('/bin/cat', ['cat', '/etc/hosts']))\n\
+                  t.start(); t.join()";
+    let (r, ev) = observed(&[], &["python3", "-c", script]);
+    assert_eq!(r.status, 0, "{r:?}");
+    let exec = all(&ev, "process.spawn")
+        .into_iter()
+        .find(|e| e["data"]["path"] == "/bin/cat")
+        .expect("the exec");
+    assert_eq!(
+        exec["data"]["argv"],
+        serde_json::json!(["cat", "/etc/hosts"])
+    );
+    assert!(
+        all(&ev, "file.open")
+            .iter()
+            .any(|e| e["data"]["path"] == "/etc/hosts" && e["id"].as_u64() > exec["id"].as_u64()),
+        "the new program's opens are decoded"
+    );
+}
