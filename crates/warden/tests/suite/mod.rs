@@ -1,4 +1,5 @@
 mod common;
+mod detonate;
 mod escape;
 mod jail_api;
 mod limits;

@@ -1,0 +1,214 @@
+//! `warden detonate` against the fixture servers (`fixtures/mcp/servers`): each malicious or
+//! vulnerable one is caught for what it does, the benign one passes, every finding's evidence
+//! points at events of the report, and the CI gate and the SARIF output work. Every run is
+//! wrapped in `unshare --net`: the thief names a TEST-NET address and `.invalid` hosts.
+
+use serde_json::Value;
+
+use super::common::*;
+
+/// `unshare --net warden detonate --mcp-command "python3 <fixture>" ARGS`: exit status, report.
+fn detonate(fixture: &str, args: &[&str]) -> (i32, String, String) {
+    let script = fixtures().join("mcp/servers").join(fixture);
+    let command = format!("python3 {}", script.display());
+    let mut all = vec!["--net", warden_bin(), "detonate", "--mcp-command", &command];
+    all.extend_from_slice(args);
+    let out = std::process::Command::new("unshare")
+        .args(&all)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("unshare runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn json_report(fixture: &str) -> Value {
+    let (code, out, err) = detonate(fixture, &["--output", "json"]);
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+fn categories(r: &Value) -> Vec<(String, String)> {
+    r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["category"].as_str().unwrap().to_owned(),
+                f["severity"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// Every finding's evidence names events that exist in the report.
+fn evidence_exists(r: &Value) {
+    let ids: std::collections::HashSet<u64> = r["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_u64().unwrap())
+        .collect();
+    for f in r["findings"].as_array().unwrap() {
+        let ev = f["evidence"].as_array().unwrap();
+        assert!(!ev.is_empty(), "{f}");
+        for id in ev {
+            assert!(
+                ids.contains(&id.as_u64().unwrap()),
+                "evidence {id} of {f} is not an event"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_credential_thief_is_critical() {
+    let r = json_report("thief.py");
+    assert_eq!(r["schema"], "warden.report/v1");
+    assert_eq!(r["mode"], "detonate");
+    assert_eq!(r["verdict"], "CRITICAL");
+    assert!(r["score"].as_u64().unwrap() >= 80);
+    let c = categories(&r);
+    for (cat, sev) in [
+        ("data_exfiltration", "critical"),
+        ("sensitive_file_read", "high"),
+        ("shell_exec", "high"),
+        ("outbound_network", "medium"),
+        ("suspicious_dns", "medium"),
+        ("credential_access", "medium"),
+    ] {
+        assert!(
+            c.contains(&(cat.into(), sev.into())),
+            "{cat}/{sev} missing from {c:?}"
+        );
+    }
+    // Nothing it does not do.
+    for absent in [
+        "command_injection",
+        "tool_poisoning",
+        "rug_pull",
+        "sandbox_violation",
+    ] {
+        assert!(!c.iter().any(|(x, _)| x == absent), "{absent} in {c:?}");
+    }
+    evidence_exists(&r);
+    let exfil = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["rule"] == "canary-leaving")
+        .unwrap();
+    assert_eq!(exfil["tool"], "weather");
+    // The evidence is the kernel's and the sink's, attributed to a call of that tool.
+    let first = exfil["evidence"][0].as_u64().unwrap();
+    let event = r["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["id"] == first)
+        .unwrap();
+    assert_eq!(event["kind"], "canary.seen");
+    assert!(
+        event["triggered_by"]
+            .as_str()
+            .unwrap()
+            .starts_with("tool_call:")
+    );
+    assert_eq!(r["tools"][0]["name"], "weather");
+    assert!(r["harness"]["calls"].as_u64().unwrap() >= 1);
+}
+
+#[test]
+fn a_vulnerable_server_is_caught_by_its_payloads() {
+    let r = json_report("vulnerable.py");
+    let f = r["findings"].as_array().unwrap();
+    let ci = f
+        .iter()
+        .find(|f| f["category"] == "command_injection")
+        .expect("command injection");
+    assert_eq!(ci["tool"], "ping");
+    assert_eq!(ci["severity"], "critical");
+    let pt = f
+        .iter()
+        .find(|f| f["category"] == "path_traversal")
+        .expect("path traversal");
+    assert_eq!(pt["tool"], "read_note");
+    // read_note is not injectable, ping does not traverse.
+    assert!(
+        !f.iter()
+            .any(|x| x["category"] == "command_injection" && x["tool"] == "read_note")
+    );
+    assert!(
+        !f.iter()
+            .any(|x| x["category"] == "path_traversal" && x["tool"] == "ping")
+    );
+    evidence_exists(&r);
+}
+
+#[test]
+fn poisoned_metadata_and_a_rug_pull_are_caught() {
+    let r = json_report("poisoned.py");
+    let c = categories(&r);
+    assert!(
+        c.contains(&("tool_poisoning".into(), "high".into())),
+        "{c:?}"
+    );
+    assert!(c.contains(&("rug_pull".into(), "high".into())), "{c:?}");
+    let poison = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["category"] == "tool_poisoning")
+        .unwrap();
+    for marker in ["instruction_block", "invisible_unicode", "secret_path"] {
+        assert!(
+            poison["message"].as_str().unwrap().contains(marker),
+            "{poison}"
+        );
+    }
+    evidence_exists(&r);
+}
+
+#[test]
+fn a_benign_server_passes_and_its_calls_are_accepted() {
+    let r = json_report("benign_echo.py");
+    assert_eq!(r["verdict"], "PASS", "{}", r["findings"]);
+    assert!(r["findings"].as_array().unwrap().is_empty());
+    assert_eq!(r["harness"]["benign_calls"], 2);
+    assert_eq!(r["harness"]["benign_accepted"], 2);
+    assert_eq!(r["tools"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn the_ci_gate_sarif_and_the_timeline() {
+    let (code, out, err) = detonate(
+        "thief.py",
+        &["--output", "sarif", "--fail-on", "high", "--no-payloads"],
+    );
+    assert_eq!(code, 1, "--fail-on high trips on a critical finding: {err}");
+    let sarif: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(sarif["version"], "2.1.0");
+    let run = &sarif["runs"][0];
+    assert_eq!(run["tool"]["driver"]["name"], "warden");
+    let rules = run["tool"]["driver"]["rules"].as_array().unwrap();
+    for result in run["results"].as_array().unwrap() {
+        let index = result["ruleIndex"].as_u64().unwrap() as usize;
+        assert_eq!(rules[index]["id"], result["ruleId"]);
+        assert!(["error", "warning", "note"].contains(&result["level"].as_str().unwrap()));
+        assert_eq!(
+            result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
+            "thief.py"
+        );
+    }
+    let (code, out, _) = detonate("benign_echo.py", &["--fail-on", "low"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("verdict PASS") && out.contains("no findings"),
+        "{out}"
+    );
+    assert!(!out.contains('\u{1b}'), "no colour when not on a terminal");
+}
