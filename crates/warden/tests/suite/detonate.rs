@@ -196,7 +196,7 @@ fn the_ci_gate_sarif_and_the_timeline() {
     assert_eq!(run["tool"]["driver"]["name"], "warden");
     let rules = run["tool"]["driver"]["rules"].as_array().unwrap();
     for result in run["results"].as_array().unwrap() {
-        let index = result["ruleIndex"].as_u64().unwrap() as usize;
+        let index = usize::try_from(result["ruleIndex"].as_u64().unwrap()).unwrap();
         assert_eq!(rules[index]["id"], result["ruleId"]);
         assert!(["error", "warning", "note"].contains(&result["level"].as_str().unwrap()));
         assert_eq!(
