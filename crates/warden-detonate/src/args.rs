@@ -159,8 +159,10 @@ fn by_name(name: &str) -> Option<&'static str> {
             "12:00"
         } else if has("date") {
             "2024-01-01"
-        } else if has("path") || has("file") || has("dir") || has("folder") {
+        } else if has("dir") || has("folder") || has("repo") {
             "/workspace"
+        } else if has("path") || has("file") {
+            "/workspace/warden-probe.txt"
         } else if has("host") || has("domain") {
             "example.test"
         } else if has("lang") {

@@ -36,6 +36,9 @@ pub struct Session {
     pub accepted: u32,
     /// Benign calls made, and accepted.
     pub benign: (u32, u32),
+    /// Benign calls whose arguments the server's validation took (they may still have failed
+    /// at their work, e.g. a file that does not exist).
+    pub benign_valid: u32,
     /// Why the session ended early, if it did.
     pub aborted: Option<String>,
     /// The server's stderr (the start of it).
@@ -182,6 +185,8 @@ async fn session(
         }
     };
     let init_ms = ms(started);
+    // The canaries are the trace's first line, long since arrived.
+    ctx.canaries = warden_trace::Canaries::new(ctx.link.canaries());
     let info = client.peer_info();
     ctx.record(
         EventKind::McpInitialize,
@@ -361,16 +366,20 @@ async fn call(
     if !is_error {
         ctx.session.accepted += 1;
     }
+    // Refused by the server's own argument validation (not merely failed at its work, like a
+    // file that does not exist).
+    let invalid = timed_out || (is_error && (error.is_some() || validation_error(&output)));
     if payload.is_none() {
         ctx.session.benign.0 += 1;
         ctx.session.benign.1 += u32::from(!is_error);
+        ctx.session.benign_valid += u32::from(!invalid);
     }
     ctx.record(
         EventKind::McpTiming,
         json!({
             "phase": "tool_call", "tool": tool, "call": id, "ms": elapsed, "is_error": is_error,
             "timed_out": timed_out, "timeout_ms": limit.as_millis(), "output_bytes": output.len(),
-            "error": error,
+            "error": error, "invalid_arguments": invalid,
         }),
     );
     // Secrets handed back to the client.
@@ -397,6 +406,25 @@ async fn call(
         );
     }
     Ok(timed_out)
+}
+
+/// Whether an error result says the arguments were refused.
+fn validation_error(output: &str) -> bool {
+    const SIGNS: &[&str] = &[
+        "invalid arguments",
+        "invalid params",
+        "invalid input",
+        "validation error",
+        "-32602",
+        "required property",
+        "is required",
+        "missing required",
+        "invalid_type",
+        "unexpected keyword",
+        "must be",
+    ];
+    let lower = output.to_ascii_lowercase();
+    SIGNS.iter().any(|s| lower.contains(s))
 }
 
 /// Differences between two tool listings, as `mcp.metadata_changed` data.

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use serde_json::json;
+use warden_events::EventKind;
 use warden_jail::{Bind, Jail, Policy};
 
 pub use report::Report;
@@ -33,6 +34,9 @@ pub struct Options {
     pub command: Vec<String>,
     /// Extra environment for the server.
     pub env: Vec<(String, String)>,
+    /// A host folder mounted read-write at `/workspace` (the server's working directory);
+    /// default: an empty private one.
+    pub workspace: Option<PathBuf>,
     /// Time for one request (default 10 s).
     pub call_timeout: Duration,
     /// Time for the whole session (default 120 s).
@@ -51,6 +55,7 @@ impl Default for Options {
             target: None,
             command: Vec::new(),
             env: Vec::new(),
+            workspace: None,
             call_timeout: Duration::from_secs(10),
             budget: Duration::from_secs(120),
             rules: Vec::new(),
@@ -77,10 +82,11 @@ pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_ru
     if let Some(src) = &resolved.source {
         policy.binds.push(Bind {
             source: src.clone(),
-            target: Some(PathBuf::from(target::SOURCE_MOUNT)),
+            target: Some(target::mount_point(src)),
             writable: false,
         });
     }
+    policy.workspace = options.workspace.clone();
     for (k, v) in &options.env {
         policy.env.insert(k.clone(), v.clone());
     }
@@ -90,8 +96,26 @@ pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_ru
         adversarial: options.adversarial,
         progress: options.progress,
     };
-    let (session, events) =
+    let (session, mut events) =
         harness::run(jail, &policy, &resolved.argv, &settings).context("detonation")?;
+    // The server's own folder is its working area: say so on file events there, for the rules.
+    if let Some(src) = &resolved.source {
+        let area = target::mount_point(src);
+        for e in &mut events {
+            let inside = ["path", "to"].iter().any(|k| {
+                e.data[*k]
+                    .as_str()
+                    .is_some_and(|p| std::path::Path::new(p).starts_with(&area))
+            });
+            let file = matches!(
+                e.kind,
+                EventKind::FileWrite | EventKind::FileDelete | EventKind::FileRename
+            );
+            if inside && file {
+                e.data["in_workdir"] = json!(true);
+            }
+        }
+    }
     let windows = session.windows.clone();
     let tool_of = move |w: Option<&str>| w.and_then(|w| windows.get(w).cloned());
     let findings = warden_rules::evaluate(&rules, &events, &tool_of);
@@ -122,6 +146,7 @@ pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_ru
             "accepted": session.accepted,
             "benign_calls": session.benign.0,
             "benign_accepted": session.benign.1,
+            "benign_valid": session.benign_valid,
             "aborted": session.aborted,
             "server_stderr": session.stderr.chars().take(4000).collect::<String>(),
             "argv": resolved.argv,

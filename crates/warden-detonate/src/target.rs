@@ -1,7 +1,9 @@
 //! What to detonate: a start command (`--mcp-command`), or a local file or folder whose start
-//! command is worked out from its manifest. The server's source folder (the nearest folder with
-//! a manifest above the script) is mounted read-only at [`SOURCE_MOUNT`] in the jail, and the
-//! command's paths are rewritten to point there.
+//! command is worked out from its manifest. The server's source folder (the Python virtual
+//! environment the program lives in, or the nearest folder with a manifest above the script) is
+//! mounted read-only in the jail at its own path, so shebangs and absolute paths keep working;
+//! where that path belongs to the jail itself (`/tmp`, `/workspace`…) it goes to
+//! [`SOURCE_MOUNT`] instead and the command's paths are rewritten to point there.
 
 use std::path::{Path, PathBuf};
 
@@ -38,16 +40,58 @@ fn interpreter(file: &Path) -> Vec<String> {
     }
 }
 
-/// The nearest folder at or above `start` holding a manifest; `start` itself when none does.
-fn source_root(start: &Path) -> PathBuf {
-    let mut dir = Some(start);
-    while let Some(d) = dir {
-        if MANIFESTS.iter().any(|m| d.join(m).is_file()) {
-            return d.to_path_buf();
+/// `path` made absolute, with `.` and `..` resolved lexically (the jail refuses symlinks in
+/// mount sources, so a lexical answer that is wrong would fail loudly, not bind elsewhere).
+fn absolute(path: &Path) -> std::io::Result<PathBuf> {
+    let abs = std::path::absolute(path)?;
+    let mut out = PathBuf::from("/");
+    for c in abs.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::Normal(n) => out.push(n),
+            _ => {}
         }
-        dir = d.parent().filter(|p| p.parent().is_some());
     }
-    start.to_path_buf()
+    Ok(out)
+}
+
+/// The virtual environment holding `start` (a folder with `pyvenv.cfg`), else the nearest
+/// folder at or above `start` with a manifest, else `start` itself.
+fn source_root(start: &Path) -> PathBuf {
+    let ancestors = || start.ancestors().filter(|p| p.parent().is_some());
+    if let Some(venv) = ancestors().find(|d| d.join("pyvenv.cfg").is_file()) {
+        return venv.to_path_buf();
+    }
+    ancestors()
+        .find(|d| MANIFESTS.iter().any(|m| d.join(m).is_file()))
+        .unwrap_or(start)
+        .to_path_buf()
+}
+
+/// Paths the jail mounts itself: a source folder there cannot keep its own path.
+const JAIL_OWNED: &[&str] = &[
+    "/tmp",
+    "/workspace",
+    "/proc",
+    "/dev",
+    "/home/sandbox",
+    "/.warden",
+    "/srv/target",
+    "/etc",
+    "/usr",
+    "/bin",
+    "/lib",
+];
+
+/// Where the source folder appears inside the jail.
+pub fn mount_point(source: &Path) -> PathBuf {
+    if JAIL_OWNED.iter().any(|o| source.starts_with(o)) || source == Path::new("/") {
+        PathBuf::from(SOURCE_MOUNT)
+    } else {
+        source.to_path_buf()
+    }
 }
 
 fn entry_of_folder(dir: &Path) -> Result<PathBuf> {
@@ -108,13 +152,13 @@ pub fn resolve(target: Option<&str>, command: &[String]) -> Result<Resolved> {
                 .chain(command.first())
                 .map(Path::new)
                 .filter(|p| p.is_file())
-                .map(std::path::absolute)
+                .map(absolute)
                 .filter_map(Result::ok)
                 .find(|p| !system(p));
             (command.to_vec(), script)
         }
         (Some(t), true) => {
-            let path = std::path::absolute(t).with_context(|| format!("target {t:?}"))?;
+            let path = absolute(Path::new(t)).with_context(|| format!("target {t:?}"))?;
             let file = if path.is_dir() {
                 entry_of_folder(&path)?
             } else if path.is_file() {
@@ -133,10 +177,10 @@ pub fn resolve(target: Option<&str>, command: &[String]) -> Result<Resolved> {
         let Some(src) = &source else {
             return arg.clone();
         };
-        let abs = std::path::absolute(arg).unwrap_or_else(|_| PathBuf::from(arg));
+        let abs = absolute(Path::new(arg)).unwrap_or_else(|_| PathBuf::from(arg));
         match abs.strip_prefix(src) {
             Ok(rest) if Path::new(arg).exists() => {
-                Path::new(SOURCE_MOUNT).join(rest).display().to_string()
+                mount_point(src).join(rest).display().to_string()
             }
             _ => arg.clone(),
         }
@@ -174,7 +218,13 @@ mod tests {
         std::fs::write(d.join("src/server.py"), "print()").unwrap();
         let script = d.join("src/server.py").display().to_string();
         let r = resolve(None, &["python3".into(), script]).unwrap();
+        // Under /tmp, which the jail owns: moved to /srv/target.
         assert_eq!(r.argv, vec!["python3", "/srv/target/src/server.py"]);
+        assert_eq!(
+            mount_point(Path::new("/opt/servers/x")),
+            Path::new("/opt/servers/x")
+        );
+        assert_eq!(mount_point(Path::new("/tmp/x")), Path::new(SOURCE_MOUNT));
         assert_eq!(r.source.as_deref(), Some(d.as_path()));
         assert_eq!(r.location.as_deref(), Some("pyproject.toml"));
         let r = resolve(Some(d.join("src").to_str().unwrap()), &[]).unwrap();

@@ -68,6 +68,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../rules/destructive-tool.yaml"),
     ),
     (
+        "mutating-tool.yaml",
+        include_str!("../rules/mutating-tool.yaml"),
+    ),
+    (
         "tool-poisoning.yaml",
         include_str!("../rules/tool-poisoning.yaml"),
     ),

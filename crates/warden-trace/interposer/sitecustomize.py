@@ -28,6 +28,15 @@ def _warden_install():
 
     cls.__getitem__ = __getitem__
 
+    # A whole copy or walk (subprocess environments, proxy discovery, GitPython) is not a read
+    # of any one credential: these go to the raw data without reporting.
+    def copy(self):
+        return {self.decodekey(k): self.decodevalue(v) for k, v in self._data.items()}
+
+    cls.copy = copy
+    cls.items = lambda self: copy(self).items()
+    cls.values = lambda self: copy(self).values()
+
 
 _warden_install()
 del _warden_install

@@ -61,6 +61,10 @@ pub struct DetonateArgs {
     /// Extra environment variable for the server (K=V, repeatable).
     #[arg(long, value_name = "K=V")]
     pub env: Vec<String>,
+    /// A host folder mounted read-write at /workspace, the server's working directory
+    /// (default: an empty private one).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
     /// Only benign calls (no adversarial payloads).
     #[arg(long)]
     pub no_payloads: bool,

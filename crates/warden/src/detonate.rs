@@ -51,6 +51,12 @@ fn detonate(args: &DetonateArgs) -> Result<bool> {
         target: args.target.clone(),
         command,
         env,
+        workspace: args
+            .workspace
+            .as_ref()
+            .map(std::path::absolute)
+            .transpose()
+            .context("--workspace")?,
         call_timeout: duration(&args.call_timeout, "--call-timeout")?,
         budget: duration(&args.timeout, "--timeout")?,
         rules: args.rules.clone(),

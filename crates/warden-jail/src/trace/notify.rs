@@ -202,6 +202,20 @@ fn syscall_name(nr: i64) -> String {
         .map_or_else(|| format!("syscall_{nr}"), |(_, name)| (*name).to_owned())
 }
 
+/// A socket family's name, for denials.
+fn family_name(family: i32) -> String {
+    match family {
+        libc::AF_NETLINK => "netlink".into(),
+        libc::AF_PACKET => "packet".into(),
+        libc::AF_VSOCK => "vsock".into(),
+        libc::AF_BLUETOOTH => "bluetooth".into(),
+        libc::AF_ALG => "alg".into(),
+        libc::AF_KEY => "key".into(),
+        libc::AF_XDP => "xdp".into(),
+        n => format!("family_{n}"),
+    }
+}
+
 /// The task's pid inside the jail (the last `NSpid` entry) and its process (`Tgid`, in our pid
 /// namespace).
 fn task_ids(pid: i32) -> (Option<i32>, i32) {
@@ -408,13 +422,16 @@ impl Tracer {
         let errno = crate::seccomp::denial_errno(n.nr).unwrap_or(libc::EPERM);
         let (inner, _) = task_ids(n.pid);
         let _ = sys::notif_fail(self.listener.as_fd(), n.id, errno);
-        let data = json!({
+        let mut data = json!({
             "syscall": syscall_name(n.nr),
             "nr": n.nr,
             "args": &n.args[..3],
             "errno": errno,
             "by": "seccomp",
         });
+        if n.nr == libc::SYS_socket || n.nr == libc::SYS_socketpair {
+            data["family"] = json!(family_name(low_i32(n.args[0])));
+        }
         self.hub.record(EventKind::SandboxDenied, inner, data);
     }
 

@@ -4,6 +4,7 @@ mod escape;
 mod jail_api;
 mod limits;
 mod observe;
+mod real_servers;
 mod run_cli;
 mod serve;
 mod trace;

@@ -1,0 +1,197 @@
+//! `warden detonate` against real public MCP servers installed from PyPI and npm by
+//! `fixtures/real/install.sh` (run by `.ci/run`): each detonates end to end, most benign calls
+//! pass the server's own validation, and nothing is reported beyond what the server really does.
+//! Every run is wrapped in `unshare --net`.
+
+use serde_json::Value;
+
+use super::common::*;
+
+fn servers() -> std::path::PathBuf {
+    let dir = std::path::PathBuf::from(
+        std::env::var("WARDEN_REAL_SERVERS").unwrap_or_else(|_| "/opt/warden-real-servers".into()),
+    );
+    assert!(
+        dir.join("py/bin/mcp-server-time").exists(),
+        "the real servers are missing: run fixtures/real/install.sh"
+    );
+    dir
+}
+
+fn detonate(command: &str, extra: &[&str]) -> Value {
+    let mut args = vec![
+        "--net",
+        warden_bin(),
+        "detonate",
+        "--output",
+        "json",
+        "--call-timeout",
+        "3s",
+        "--mcp-command",
+        command,
+    ];
+    args.extend_from_slice(extra);
+    let out = std::process::Command::new("unshare")
+        .args(&args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("unshare runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    assert!(r["harness"]["aborted"].is_null(), "{}", r["harness"]);
+    r
+}
+
+/// (rule, severity, tool) of every finding above `low`.
+fn serious(r: &Value) -> Vec<(String, String, String)> {
+    r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| !["low", "info"].contains(&f["severity"].as_str().unwrap()))
+        .map(|f| {
+            (
+                f["rule"].as_str().unwrap().to_owned(),
+                f["severity"].as_str().unwrap().to_owned(),
+                f["tool"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// The share of benign calls whose arguments the server's own validation accepted.
+fn accepted_share(r: &Value) -> f64 {
+    let h = &r["harness"];
+    h["benign_valid"].as_f64().unwrap() / h["benign_calls"].as_f64().unwrap().max(1.0)
+}
+
+#[test]
+fn mcp_server_time_passes() {
+    let r = detonate(
+        &servers()
+            .join("py/bin/mcp-server-time")
+            .display()
+            .to_string(),
+        &[],
+    );
+    assert_eq!(r["verdict"], "PASS", "{}", r["findings"]);
+    assert_eq!(r["tools"].as_array().unwrap().len(), 2);
+    assert_eq!(accepted_share(&r), 1.0, "{}", r["harness"]);
+}
+
+#[test]
+fn mcp_server_git_is_judged_by_its_destructive_tools_only() {
+    let repo = tempfile::tempdir().unwrap();
+    let git = |args: &[&str]| {
+        let ok = std::process::Command::new("git")
+            .args(args)
+            .current_dir(repo.path())
+            .output()
+            .unwrap()
+            .status
+            .success();
+        assert!(ok, "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    std::fs::write(repo.path().join("a.txt"), "hello\n").unwrap();
+    git(&["add", "a.txt"]);
+    git(&[
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@example.invalid",
+        "commit",
+        "-qm",
+        "init",
+    ]);
+    let command = format!(
+        "{} --repository /workspace",
+        servers().join("py/bin/mcp-server-git").display()
+    );
+    let r = detonate(&command, &["--workspace", repo.path().to_str().unwrap()]);
+    assert_eq!(
+        serious(&r),
+        vec![(
+            "destructive-tool".into(),
+            "medium".into(),
+            "git_reset".into()
+        )],
+        "{}",
+        r["findings"]
+    );
+    assert!(accepted_share(&r) >= 0.5, "{}", r["harness"]);
+    // Its calls really ran git, inside the jail, attributed to the calls.
+    assert!(
+        r["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["rule"] == "process-spawn")
+    );
+}
+
+#[test]
+fn mcp_server_fetch_is_an_ssrf_surface_of_medium_severity() {
+    let r = detonate(
+        &servers()
+            .join("py/bin/mcp-server-fetch")
+            .display()
+            .to_string(),
+        &[],
+    );
+    assert_eq!(
+        serious(&r),
+        vec![("ssrf".into(), "medium".into(), "fetch".into())],
+        "{}",
+        r["findings"]
+    );
+}
+
+#[test]
+fn server_everything_leaks_its_environment_and_fetches_urls() {
+    let bin = servers().join("node/node_modules/.bin/mcp-server-everything");
+    let r = detonate(&bin.display().to_string(), &[]);
+    let s = serious(&r);
+    // The environment tool really returns the environment (with the canaries in it).
+    assert!(
+        s.contains(&("canary-in-output".into(), "high".into(), "get-env".into())),
+        "{s:?}"
+    );
+    assert!(
+        s.iter()
+            .all(|(rule, sev, _)| sev != "critical" && rule != "sandbox-violation"),
+        "{s:?}"
+    );
+    assert!(accepted_share(&r) >= 0.5, "{}", r["harness"]);
+}
+
+#[test]
+fn server_filesystem_and_memory_raise_only_their_destructive_tools() {
+    let node = servers().join("node/node_modules/.bin");
+    for command in [
+        format!(
+            "{} /workspace",
+            node.join("mcp-server-filesystem").display()
+        ),
+        node.join("mcp-server-memory").display().to_string(),
+    ] {
+        let r = detonate(&command, &[]);
+        let s = serious(&r);
+        assert!(
+            !s.is_empty(),
+            "{command}: the destructive tools are a correct finding"
+        );
+        assert!(
+            s.iter()
+                .all(|(rule, sev, _)| rule == "destructive-tool" && sev == "medium"),
+            "{command}: {s:?}"
+        );
+        assert!(accepted_share(&r) >= 0.5, "{command}: {}", r["harness"]);
+    }
+}
