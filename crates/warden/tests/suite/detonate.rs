@@ -25,10 +25,41 @@ fn detonate(fixture: &str, args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// Validate `doc` against the JSON Schema in `schema_file`.
+pub fn assert_valid(schema_file: &std::path::Path, doc: &Value) {
+    let errors = schema_errors(schema_file, doc);
+    assert!(errors.is_empty(), "{}: {errors:#?}", schema_file.display());
+}
+
+/// What the JSON Schema in `schema_file` finds wrong with `doc`.
+fn schema_errors(schema_file: &std::path::Path, doc: &Value) -> Vec<String> {
+    let text = std::fs::read_to_string(schema_file)
+        .unwrap_or_else(|e| panic!("{}: {e}", schema_file.display()));
+    // The upstream SARIF 2.1.0 schema has one pattern that is not a valid regex (a stray `]`
+    // in `run.language`); the validator checks patterns, so that one character is dropped.
+    let text = text.replace("[a-zA-Z]{2}]?$", "[a-zA-Z]{2}$");
+    let schema: Value = serde_json::from_str(&text).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    validator
+        .iter_errors(doc)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .take(10)
+        .collect()
+}
+
 fn json_report(fixture: &str) -> Value {
     let (code, out, err) = detonate(fixture, &["--output", "json"]);
     assert_eq!(code, 0, "{err}");
-    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+    let report: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let schema = fixtures().join("../schemas/warden.report.v1.json");
+    assert_valid(&schema, &report);
+    let mut broken = report.clone();
+    broken["verdict"] = "MAYBE".into();
+    assert!(
+        !schema_errors(&schema, &broken).is_empty(),
+        "the schema check can fail"
+    );
+    report
 }
 
 fn categories(r: &Value) -> Vec<(String, String)> {
@@ -192,6 +223,19 @@ fn the_ci_gate_sarif_and_the_timeline() {
     assert_eq!(code, 1, "--fail-on high trips on a critical finding: {err}");
     let sarif: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(sarif["version"], "2.1.0");
+    // The official SARIF 2.1.0 schema (shipped in @microsoft/jest-sarif, installed by
+    // fixtures/real/install.sh).
+    let servers =
+        std::env::var("WARDEN_REAL_SERVERS").unwrap_or_else(|_| "/opt/warden-real-servers".into());
+    let official = std::path::Path::new(&servers)
+        .join("node/node_modules/@microsoft/jest-sarif/lib/schemas/sarif-2.1.0-rtm.5.json");
+    assert_valid(&official, &sarif);
+    let mut broken = sarif.clone();
+    broken["runs"][0]["results"][0]["level"] = "fatal".into();
+    assert!(
+        !schema_errors(&official, &broken).is_empty(),
+        "the schema check can fail"
+    );
     let run = &sarif["runs"][0];
     assert_eq!(run["tool"]["driver"]["name"], "warden");
     let rules = run["tool"]["driver"]["rules"].as_array().unwrap();
