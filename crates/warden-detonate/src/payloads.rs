@@ -60,6 +60,7 @@ pub fn for_param(nonce: &str) -> Vec<Payload> {
             Kind::Ssrf,
             "http://169.254.169.254/latest/meta-data/".into(),
         ),
+        p(Kind::SqlInjection, "x'".into()),
         p(Kind::SqlInjection, "x' OR '1'='1".into()),
     ]
 }
@@ -212,5 +213,6 @@ mod tests {
             "the metadata payload needs its own connect"
         );
         assert!(detect(&ps[7], n, "sqlite3.OperationalError: near", &[], false).is_some());
+        assert!(detect(&ps[8], n, "groceries: milk", &[], false).is_none());
     }
 }

@@ -10,7 +10,12 @@ use super::common::*;
 /// `unshare --net warden detonate --mcp-command "python3 <fixture>" ARGS`: exit status, report.
 fn detonate(fixture: &str, args: &[&str]) -> (i32, String, String) {
     let script = fixtures().join("mcp/servers").join(fixture);
-    let command = format!("python3 {}", script.display());
+    let interpreter = if fixture.ends_with(".js") {
+        "node"
+    } else {
+        "python3"
+    };
+    let command = format!("{interpreter} {}", script.display());
     let mut all = vec!["--net", warden_bin(), "detonate", "--mcp-command", &command];
     all.extend_from_slice(args);
     let out = std::process::Command::new("unshare")
@@ -255,4 +260,61 @@ fn the_ci_gate_sarif_and_the_timeline() {
         "{out}"
     );
     assert!(!out.contains('\u{1b}'), "no colour when not on a terminal");
+}
+
+/// The findings of `fixture` (detonated with `args`) as (rule, severity, tool).
+fn findings(fixture: &str, args: &[&str]) -> Vec<(String, String, String)> {
+    let mut all = vec!["--output", "json"];
+    all.extend_from_slice(args);
+    let (code, out, err) = detonate(fixture, &all);
+    assert_eq!(code, 0, "{err}");
+    let r: Value = serde_json::from_str(&out).unwrap();
+    evidence_exists(&r);
+    r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["rule"].as_str().unwrap().to_owned(),
+                f["severity"].as_str().unwrap().to_owned(),
+                f["tool"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn has(f: &[(String, String, String)], rule: &str, severity: &str, tool: &str) -> bool {
+    f.iter()
+        .any(|(r, s, t)| r == rule && s == severity && t == tool)
+}
+
+#[test]
+fn one_fixture_per_category() {
+    let f = findings("sql_search.py", &[]);
+    assert!(has(&f, "sql-injection", "high", "search"), "{f:?}");
+    assert!(!f.iter().any(|(r, _, _)| r == "command-injection"), "{f:?}");
+
+    let f = findings("preview.py", &[]);
+    assert!(has(&f, "ssrf", "medium", "preview"), "{f:?}");
+    assert!(
+        !f.iter().any(|(_, s, _)| s == "high" || s == "critical"),
+        "{f:?}"
+    );
+
+    let f = findings("tarpit.py", &["--call-timeout", "1s"]);
+    assert!(has(&f, "slow-tool", "low", "wait"), "{f:?}");
+
+    let f = findings("hog.py", &[]);
+    assert!(has(&f, "resource-abuse", "medium", "grow"), "{f:?}");
+
+    let f = findings("violator.py", &[]);
+    assert!(has(&f, "sandbox-violation", "high", "tune"), "{f:?}");
+    assert!(has(&f, "write-outside-workdir", "high", "tune"), "{f:?}");
+
+    // Node: the same evidence from a program in another runtime.
+    let f = findings("thief.js", &["--no-payloads"]);
+    assert!(has(&f, "canary-leaving", "critical", "lint"), "{f:?}");
+    assert!(has(&f, "sensitive-file-read", "high", "lint"), "{f:?}");
+    assert!(has(&f, "outbound-network", "medium", "lint"), "{f:?}");
 }
