@@ -92,6 +92,67 @@ impl Ctx<'_> {
     }
 }
 
+/// The install phase: run `argv` (package code: lifecycle scripts, the Python install) in the
+/// jail with tracing and decoys, every event in the `install` window, `hooks` recorded as
+/// `install.script` events; bounded by `limit`. Returns the events and the exit status.
+pub fn install(
+    jail: &Jail,
+    policy: &Policy,
+    argv: &[String],
+    hooks: &[Value],
+    limit: Duration,
+) -> Result<(Vec<Event>, Option<i32>)> {
+    let mut policy = policy.clone();
+    policy.initial_window = Some("install".into());
+    let mut running = jail
+        .spawn(&policy, argv)
+        .context("starting the install in the jail")?;
+    let link = running
+        .trace
+        .take()
+        .context("the jail gave no trace link")?;
+    drop(running.stdin.take());
+    // Its output is drained (never kept: the events say what it did).
+    let drains: Vec<_> = [
+        running
+            .stdout
+            .take()
+            .map(|o| Box::new(o) as Box<dyn std::io::Read + Send>),
+        running
+            .stderr
+            .take()
+            .map(|e| Box::new(e) as Box<dyn std::io::Read + Send>),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|mut r| {
+        std::thread::spawn(move || {
+            let _ = std::io::copy(&mut r, &mut std::io::sink());
+        })
+    })
+    .collect();
+    for h in hooks {
+        let _ = link.record(EventKind::InstallScript, h.clone());
+    }
+    let deadline = Instant::now() + limit;
+    let outcome = loop {
+        match running.wait_timeout(Duration::from_millis(200)) {
+            Ok(Some(o)) => break Some(o),
+            Ok(None) if Instant::now() < deadline => {}
+            Ok(None) => {
+                running.kill();
+                break running.wait().ok();
+            }
+            Err(_) => break None,
+        }
+    };
+    for d in drains {
+        let _ = d.join();
+    }
+    link.wait_closed(Duration::from_secs(10));
+    Ok((link.events(), outcome.and_then(|o| o.exit_code)))
+}
+
 /// Run the whole session against `argv` under `policy`; returns what was learned and every
 /// event, and kills the server's tree at the end whatever happened.
 pub fn run(
@@ -100,8 +161,10 @@ pub fn run(
     argv: &[String],
     settings: &Settings,
 ) -> Result<(Session, Vec<Event>)> {
+    let mut policy = policy.clone();
+    policy.initial_window = Some("startup".into());
     let mut running = jail
-        .spawn(policy, argv)
+        .spawn(&policy, argv)
         .context("starting the server in the jail")?;
     let link = running
         .trace
@@ -162,7 +225,7 @@ async fn session(
     stdout: tokio::process::ChildStdout,
     stdin: tokio::process::ChildStdin,
 ) -> Result<()> {
-    ctx.link.window(Some("startup"))?;
+    // The policy opened `startup` before the server's first exec.
     ctx.progress("initializing");
     let transport = AsyncRwTransport::new_client(stdout, stdin).with_max_line_length(MAX_LINE);
     let started = Instant::now();

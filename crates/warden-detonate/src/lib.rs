@@ -9,6 +9,7 @@
 //! its whole tree is gone when [`detonate`] returns.
 
 pub mod args;
+pub mod fetch;
 pub mod harness;
 pub mod metadata;
 pub mod payloads;
@@ -69,7 +70,10 @@ impl Default for Options {
 pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_rules::Compiled>)> {
     let begun = Instant::now();
     let rules = warden_rules::ruleset(&options.rules).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let resolved = target::resolve(options.target.as_deref(), &options.command)?;
+    let fetched = match &options.target {
+        Some(t) if options.command.is_empty() => fetch::fetch(t)?,
+        _ => None,
+    };
     let mut policy = Policy {
         trace: true,
         decoys: true,
@@ -79,6 +83,58 @@ pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_ru
     policy.limits.wall_time_ms = u64::try_from(options.budget.as_millis())
         .unwrap_or(u64::MAX)
         .saturating_add(30_000);
+    let mut install_events = Vec::new();
+    let mut install_exit = None;
+    let resolved = match &fetched {
+        Some(f) => {
+            policy.workspace = Some(f.workspace.path().to_path_buf());
+            if let Some(cmd) = &f.install {
+                if options.progress {
+                    eprintln!("warden detonate: installing in the sandbox");
+                }
+                let (events, code) =
+                    harness::install(jail, &policy, cmd, &f.hooks, options.budget)?;
+                install_events = events;
+                install_exit = code;
+            }
+            let argv = match &f.entry {
+                fetch::Entry::Argv(a) => a.clone(),
+                fetch::Entry::PythonScript(name) => {
+                    vec![
+                        fetch::python_script(f.workspace.path(), name)?
+                            .display()
+                            .to_string(),
+                    ]
+                }
+            };
+            target::Resolved {
+                display: options.target.clone().unwrap_or_default(),
+                argv,
+                source: None,
+                location: f.location.clone(),
+            }
+        }
+        None => {
+            let r = target::resolve(options.target.as_deref(), &options.command)?;
+            // A local package's own lifecycle scripts run too, as npm would run them.
+            if let Some(src) = &r.source {
+                let hooks = fetch::local_hooks(src);
+                if !hooks.is_empty() {
+                    let mut p = policy.clone();
+                    p.binds.push(Bind {
+                        source: src.clone(),
+                        target: Some(target::mount_point(src)),
+                        writable: false,
+                    });
+                    let cmd = fetch::local_install(&target::mount_point(src), &hooks);
+                    let (events, code) = harness::install(jail, &p, &cmd, &hooks, options.budget)?;
+                    install_events = events;
+                    install_exit = code;
+                }
+            }
+            r
+        }
+    };
     if let Some(src) = &resolved.source {
         policy.binds.push(Bind {
             source: src.clone(),
@@ -86,7 +142,9 @@ pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_ru
             writable: false,
         });
     }
-    policy.workspace = options.workspace.clone();
+    if fetched.is_none() {
+        policy.workspace = options.workspace.clone();
+    }
     for (k, v) in &options.env {
         policy.env.insert(k.clone(), v.clone());
     }
@@ -96,8 +154,9 @@ pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_ru
         adversarial: options.adversarial,
         progress: options.progress,
     };
-    let (session, mut events) =
+    let (mut session, session_events) =
         harness::run(jail, &policy, &resolved.argv, &settings).context("detonation")?;
+    let mut events = merge(install_events, session_events, &mut session);
     // The server's own folder is its working area: say so on file events there, for the rules.
     if let Some(src) = &resolved.source {
         let area = target::mount_point(src);
@@ -150,6 +209,7 @@ pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_ru
             "aborted": session.aborted,
             "server_stderr": session.stderr.chars().take(4000).collect::<String>(),
             "argv": resolved.argv,
+            "install_exit_code": install_exit,
         }),
         events,
         sandbox: serde_json::to_value(&policy).unwrap_or_default(),
@@ -157,4 +217,42 @@ pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_ru
         location: resolved.location.clone(),
     };
     Ok((report, rules))
+}
+
+/// One sequence from the install phase's events and the session's: the session's ids (and the
+/// tool-call windows named after them) move past the install's, its times after the install's
+/// end.
+fn merge(
+    install: Vec<warden_events::Event>,
+    session: Vec<warden_events::Event>,
+    s: &mut harness::Session,
+) -> Vec<warden_events::Event> {
+    let offset = install.iter().map(|e| e.id).max().unwrap_or(0);
+    let t_offset = install.iter().map(|e| e.t_ms).max().unwrap_or(0);
+    if offset == 0 {
+        return session;
+    }
+    let rename = |w: &str| match w
+        .strip_prefix("tool_call:")
+        .and_then(|n| n.parse::<u64>().ok())
+    {
+        Some(n) => format!("tool_call:{}", n + offset),
+        None => w.to_owned(),
+    };
+    s.windows = s
+        .windows
+        .iter()
+        .map(|(w, tool)| (rename(w), tool.clone()))
+        .collect();
+    let mut all = install;
+    all.extend(session.into_iter().map(|mut e| {
+        e.id += offset;
+        e.t_ms += t_offset;
+        e.triggered_by = e.triggered_by.as_deref().map(rename);
+        if let Some(call) = e.data.get("call").and_then(serde_json::Value::as_u64) {
+            e.data["call"] = json!(call + offset);
+        }
+        e
+    }));
+    all
 }

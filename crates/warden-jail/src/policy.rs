@@ -193,6 +193,9 @@ pub struct Policy {
     pub decoys: bool,
     /// How the tracer's DNS stub answers.
     pub dns: warden_trace::DnsMode,
+    /// The attribution window open from the very start of a traced run (the caller can switch
+    /// it later), so the command's first exec is attributed too.
+    pub initial_window: Option<String>,
 }
 
 impl Default for Policy {
@@ -237,6 +240,7 @@ impl Default for Policy {
             tmpfs: Vec::new(),
             decoys: false,
             dns: warden_trace::DnsMode::FakeIp,
+            initial_window: None,
             hostname: "warden".to_owned(),
             uid: 1000,
             gid: 1000,

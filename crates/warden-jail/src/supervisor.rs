@@ -214,6 +214,9 @@ pub fn supervise_with(
             "limits": policy.limits,
         });
         hub.record(warden_events::EventKind::SandboxStarted, None, data);
+        if let Some(w) = &policy.initial_window {
+            hub.set_window(Some(w.chars().take(200).collect()));
+        }
     }
     let (sfd, old_mask) = block_termination_signals()?;
     let result = start(req, &policy, hub).and_then(|mut running| {

@@ -60,6 +60,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../rules/write-outside-workdir.yaml"),
     ),
     (
+        "install-writes-outside.yaml",
+        include_str!("../rules/install-writes-outside.yaml"),
+    ),
+    (
         "rename-outside-workdir.yaml",
         include_str!("../rules/rename-outside-workdir.yaml"),
     ),

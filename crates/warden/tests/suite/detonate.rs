@@ -318,3 +318,51 @@ fn one_fixture_per_category() {
     assert!(has(&f, "sensitive-file-read", "high", "lint"), "{f:?}");
     assert!(has(&f, "outbound-network", "medium", "lint"), "{f:?}");
 }
+
+#[test]
+fn a_local_packages_install_hook_runs_in_the_jail_and_is_judged() {
+    let folder = fixtures().join("mcp/npm-hook");
+    let out = std::process::Command::new("unshare")
+        .args(["--net", warden_bin(), "detonate", "--output", "json"])
+        .arg(&folder)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("unshare runs");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    evidence_exists(&r);
+    let f: Vec<(String, String, String)> = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["rule"].as_str().unwrap().to_owned(),
+                f["severity"].as_str().unwrap().to_owned(),
+                f["tool"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect();
+    assert!(has(&f, "install-script", "medium", ""), "{f:?}");
+    assert!(has(&f, "install-writes-outside", "high", ""), "{f:?}");
+    assert!(has(&f, "sensitive-file-read", "high", ""), "{f:?}");
+    // The key was read during the install, not by the (harmless) server.
+    let events = r["events"].as_array().unwrap();
+    let read = events
+        .iter()
+        .find(|e| e["kind"] == "file.open" && e["data"]["path"] == "/home/sandbox/.ssh/id_rsa")
+        .unwrap();
+    assert_eq!(read["triggered_by"], "install");
+    let script = events
+        .iter()
+        .find(|e| e["kind"] == "install.script")
+        .unwrap();
+    assert_eq!(script["data"]["hook"], "postinstall");
+    assert_eq!(script["data"]["command"], "node hook.js");
+    assert_eq!(r["verdict"], "HIGH");
+}

@@ -195,3 +195,78 @@ fn server_filesystem_and_memory_raise_only_their_destructive_tools() {
         assert!(accepted_share(&r) >= 0.5, "{command}: {}", r["harness"]);
     }
 }
+
+/// `warden detonate ARGS` without an extra network namespace: fetching needs the registry.
+/// Only benign calls are made (`--no-payloads`), and the servers make no connections of their
+/// own (asserted), so nothing tries a non-loopback destination; the jail's own namespace holds
+/// the server either way.
+fn detonate_fetched(target: &str) -> Value {
+    let out = std::process::Command::new(warden_bin())
+        .args(["detonate", "--output", "json", "--no-payloads", target])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("warden runs");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let events = r["events"].as_array().unwrap();
+    assert!(
+        !events.iter().any(|e| e["kind"] == "net.connect"
+            && e["data"]["op"] == "connect"
+            && e["data"]["family"] == "inet"),
+        "no connection attempted"
+    );
+    // One sequence: ids strictly increasing, every tool-call window named after its call event.
+    assert!(
+        events
+            .windows(2)
+            .all(|w| w[0]["id"].as_u64() < w[1]["id"].as_u64())
+    );
+    for e in events {
+        if let Some(call) = e["triggered_by"]
+            .as_str()
+            .and_then(|w| w.strip_prefix("tool_call:"))
+        {
+            let id: u64 = call.parse().unwrap();
+            let origin = events
+                .iter()
+                .find(|x| x["id"] == id)
+                .expect("the window's event");
+            assert_eq!(origin["kind"], "mcp.tool_call");
+        }
+    }
+    r
+}
+
+#[test]
+fn registry_targets_are_fetched_then_installed_inside_the_jail() {
+    let r = detonate_fetched("pypi:mcp-server-time@2026.10.19");
+    assert_eq!(r["verdict"], "PASS", "{}", r["findings"]);
+    assert_eq!(r["harness"]["install_exit_code"], 0);
+    assert_eq!(
+        r["harness"]["argv"][0],
+        "/workspace/venv/bin/mcp-server-time"
+    );
+    let events = r["events"].as_array().unwrap();
+    // pip ran inside the jail, in the install window.
+    assert!(events.iter().any(|e| {
+        e["triggered_by"] == "install"
+            && e["kind"] == "process.spawn"
+            && e["data"]["argv"].to_string().contains("pip")
+    }));
+    assert!(events.iter().any(|e| e["triggered_by"] == "startup"));
+
+    let r = detonate_fetched("npm:@modelcontextprotocol/server-memory@2026.8.31");
+    assert_eq!(r["tools"].as_array().unwrap().len(), 9);
+    assert!(
+        serious(&r)
+            .iter()
+            .all(|(rule, sev, _)| rule == "destructive-tool" && sev == "medium"),
+        "{}",
+        r["findings"]
+    );
+}

@@ -1,0 +1,399 @@
+//! `npm:`, `pypi:` and `github:` targets: fetched with the ecosystem's own client, so the
+//! machine's configured mirrors apply, and without running any of the package's code on the
+//! host (`npm install --ignore-scripts`, `pip download --only-binary=:all:`, `git clone`).
+//! Everything that does run package code — npm lifecycle scripts, the Python install — runs
+//! later inside the jail, in the `install` window.
+//!
+//! The package lands in a fresh host folder that the jail mounts at `/workspace` for both the
+//! install phase and the server.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+use serde_json::{Value, json};
+
+/// A fetched package.
+#[derive(Debug)]
+pub struct Fetched {
+    /// The host folder mounted at `/workspace`.
+    pub workspace: tempfile::TempDir,
+    /// The install phase's command inside the jail, if there is code to run.
+    pub install: Option<Vec<String>>,
+    /// `install.script` data: the lifecycle hooks that install phase runs.
+    pub hooks: Vec<Value>,
+    /// How to find the start command once installed.
+    pub entry: Entry,
+    /// The manifest, relative to the workspace (SARIF locations).
+    pub location: Option<String>,
+}
+
+/// How the start command is found.
+#[derive(Debug, Clone)]
+pub enum Entry {
+    /// Known now.
+    Argv(Vec<String>),
+    /// A console script of the venv at `/workspace/venv`, once installed: the one named like
+    /// the package, else the only one.
+    PythonScript(String),
+}
+
+/// A package spec that cannot smuggle options or paths into a client's command line.
+fn checked(spec: &str) -> Result<&str> {
+    let ok = !spec.is_empty()
+        && !spec.starts_with('-')
+        && spec.len() <= 214
+        && spec
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "@/._-".contains(c))
+        && !spec.contains("..");
+    if ok {
+        Ok(spec)
+    } else {
+        bail!("package spec {spec:?} is not a plain name[@version]")
+    }
+}
+
+/// How long one fetch step may take.
+const FETCH_LIMIT: std::time::Duration = std::time::Duration::from_secs(300);
+
+fn run(cmd: &mut Command, what: &str) -> Result<()> {
+    use std::io::Read;
+    let mut child = cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .with_context(|| format!("{what}: cannot start"))?;
+    let mut stderr = child.stderr.take();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        if let Some(e) = stderr.as_mut() {
+            let _ = e.take(1 << 20).read_to_string(&mut text);
+        }
+        text
+    });
+    let deadline = std::time::Instant::now() + FETCH_LIMIT;
+    let status = loop {
+        if let Some(s) = child.try_wait()? {
+            break s;
+        }
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!(
+                "{what}: no result after {} s (is the registry reachable?)",
+                FETCH_LIMIT.as_secs()
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let err = reader.join().unwrap_or_default();
+    if !status.success() {
+        bail!(
+            "{what} failed: {}",
+            err.lines().rev().take(5).collect::<Vec<_>>().join(" | ")
+        );
+    }
+    Ok(())
+}
+
+fn workspace() -> Result<tempfile::TempDir> {
+    // Not under /tmp: the jail owns that path.
+    let base = Path::new("/var/tmp");
+    let dir = tempfile::Builder::new()
+        .prefix("warden-detonate-")
+        .tempdir_in(if base.is_dir() { base } else { Path::new(".") })
+        .context("creating the package folder")?;
+    // The jail's user (id-mapped from the owner) installs into it.
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )?;
+    Ok(dir)
+}
+
+/// Lifecycle hooks of every package under `node_modules` (two levels, for scopes).
+fn npm_hooks(modules: &Path) -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut dirs = Vec::new();
+    for e in std::fs::read_dir(modules).into_iter().flatten().flatten() {
+        let p = e.path();
+        if e.file_name().to_string_lossy().starts_with('@') {
+            dirs.extend(
+                std::fs::read_dir(&p)
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .map(|e| e.path()),
+            );
+        } else {
+            dirs.push(p);
+        }
+    }
+    dirs.sort();
+    for d in dirs.iter().take(5000) {
+        let Ok(text) = std::fs::read_to_string(d.join("package.json")) else {
+            continue;
+        };
+        let Ok(pkg) = serde_json::from_str::<Value>(&text) else {
+            continue;
+        };
+        for hook in ["preinstall", "install", "postinstall"] {
+            if let Some(cmd) = pkg["scripts"][hook].as_str() {
+                out.push(json!({
+                    "package": pkg["name"].as_str().unwrap_or("?"),
+                    "version": pkg["version"],
+                    "hook": hook,
+                    "command": cmd.chars().take(500).collect::<String>(),
+                    "ecosystem": "npm",
+                }));
+            }
+        }
+    }
+    out
+}
+
+fn npm(spec: &str) -> Result<Fetched> {
+    let spec = checked(spec)?;
+    let ws = workspace()?;
+    run(
+        Command::new("npm")
+            .args([
+                "install",
+                "--ignore-scripts",
+                "--no-audit",
+                "--no-fund",
+                "--silent",
+                "--prefix",
+            ])
+            .arg(ws.path())
+            .arg(spec),
+        "npm install --ignore-scripts",
+    )?;
+    // The package's own name: a version suffix after the last `@` that is not the scope's.
+    let name = match spec.rfind('@') {
+        Some(i) if i > 0 => &spec[..i],
+        _ => spec,
+    };
+    let dir = ws.path().join("node_modules").join(name);
+    let pkg: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("package.json")).context("the package's package.json")?,
+    )?;
+    let short = name.rsplit('/').next().unwrap_or(name);
+    let bin = match &pkg["bin"] {
+        Value::String(s) => Some(s.clone()),
+        Value::Object(m) => m
+            .get(short)
+            .or_else(|| m.values().next())
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        _ => None,
+    }
+    .or_else(|| pkg["main"].as_str().map(str::to_owned))
+    .with_context(|| format!("{name}: no bin or main in its package.json"))?;
+    let inside = Path::new("/workspace/node_modules").join(name).join(bin);
+    let hooks = npm_hooks(&ws.path().join("node_modules"));
+    let install = (!hooks.is_empty()).then(|| {
+        [
+            "npm",
+            "rebuild",
+            "--foreground-scripts",
+            "--prefix",
+            "/workspace",
+        ]
+        .map(str::to_owned)
+        .to_vec()
+    });
+    Ok(Fetched {
+        location: Some(format!("node_modules/{name}/package.json")),
+        workspace: ws,
+        install,
+        hooks,
+        entry: Entry::Argv(vec!["node".into(), inside.display().to_string()]),
+    })
+}
+
+fn pypi(spec: &str) -> Result<Fetched> {
+    let spec = checked(spec)?;
+    let (name, requirement) = match spec.split_once('@') {
+        Some((n, v)) => (n, format!("{n}=={v}")),
+        None => (spec, spec.to_owned()),
+    };
+    let ws = workspace()?;
+    // A pip of our own (the system's may be absent), used only to download wheels.
+    let tool = ws.path().join(".fetch");
+    run(
+        Command::new("/usr/bin/python3")
+            .args(["-m", "venv"])
+            .arg(&tool),
+        "python3 -m venv",
+    )?;
+    run(
+        Command::new(tool.join("bin/pip"))
+            .args([
+                "download",
+                "--quiet",
+                "--disable-pip-version-check",
+                "--only-binary=:all:",
+                "--dest",
+            ])
+            .arg(ws.path().join("dist"))
+            .arg(&requirement),
+        "pip download (wheels only: building an sdist would run its code)",
+    )?;
+    let _ = std::fs::remove_dir_all(&tool);
+    let install = vec![
+        "sh".into(),
+        "-c".into(),
+        format!(
+            "python3 -m venv /workspace/venv && /workspace/venv/bin/pip install --quiet \
+             --disable-pip-version-check --no-index --find-links /workspace/dist '{requirement}'"
+        ),
+    ];
+    Ok(Fetched {
+        workspace: ws,
+        install: Some(install),
+        hooks: Vec::new(),
+        entry: Entry::PythonScript(name.to_owned()),
+        location: None,
+    })
+}
+
+fn github(spec: &str) -> Result<Fetched> {
+    let (repo, reference) = match spec.split_once('@') {
+        Some((r, f)) => (r, Some(checked(f)?)),
+        None => (spec, None),
+    };
+    let ok = repo.split('/').count() == 2 && checked(repo).is_ok();
+    if !ok {
+        bail!("github:{spec}: expected github:OWNER/REPO[@REF]");
+    }
+    let ws = workspace()?;
+    let mut git = Command::new("git");
+    git.args(["clone", "--quiet", "--depth", "1"]);
+    if let Some(r) = reference {
+        git.args(["--branch", r]);
+    }
+    git.arg(format!("https://github.com/{repo}.git"))
+        .arg(ws.path().join("src"));
+    run(&mut git, "git clone")?;
+    let entry = crate::target::resolve(Some(&ws.path().join("src").display().to_string()), &[])?;
+    let rewrite = |a: &String| a.replace(&ws.path().display().to_string(), "/workspace");
+    Ok(Fetched {
+        entry: Entry::Argv(entry.argv.iter().map(rewrite).collect()),
+        install: None,
+        hooks: Vec::new(),
+        location: entry.location.map(|l| format!("src/{l}")),
+        workspace: ws,
+    })
+}
+
+/// The lifecycle hooks of a local package (`package.json` in `dir`), in npm's order.
+pub fn local_hooks(dir: &Path) -> Vec<Value> {
+    let Ok(text) = std::fs::read_to_string(dir.join("package.json")) else {
+        return Vec::new();
+    };
+    let Ok(pkg) = serde_json::from_str::<Value>(&text) else {
+        return Vec::new();
+    };
+    ["preinstall", "install", "postinstall", "prepare"]
+        .iter()
+        .filter_map(|hook| {
+            pkg["scripts"][*hook].as_str().map(|cmd| {
+                json!({
+                    "package": pkg["name"].as_str().unwrap_or("?"),
+                    "version": pkg["version"],
+                    "hook": hook,
+                    "command": cmd.chars().take(500).collect::<String>(),
+                    "ecosystem": "npm",
+                })
+            })
+        })
+        .collect()
+}
+
+/// The command that runs `hooks` in the package folder `inside` the jail, one after the other
+/// as npm does (each through `sh -c`; the jail is the boundary, not this quoting).
+pub fn local_install(inside: &Path, hooks: &[Value]) -> Vec<String> {
+    let quote = |s: &str| format!("'{}'", s.replace('\'', "'\\''"));
+    let steps: Vec<String> = hooks
+        .iter()
+        .filter_map(|h| h["command"].as_str())
+        .map(|c| format!("sh -c {}", quote(c)))
+        .collect();
+    vec![
+        "sh".into(),
+        "-c".into(),
+        format!(
+            "cd {} && {{ {}; }}",
+            quote(&inside.display().to_string()),
+            steps.join("; ")
+        ),
+    ]
+}
+
+/// Fetch `target` if it names a registry or GitHub; `None` for anything else.
+pub fn fetch(target: &str) -> Result<Option<Fetched>> {
+    if let Some(s) = target.strip_prefix("npm:") {
+        return npm(s).map(Some);
+    }
+    if let Some(s) = target.strip_prefix("pypi:") {
+        return pypi(s).map(Some);
+    }
+    if let Some(s) = target.strip_prefix("github:") {
+        return github(s).map(Some);
+    }
+    Ok(None)
+}
+
+/// The console script of an installed Python package (in the host view of the workspace).
+pub fn python_script(workspace: &Path, name: &str) -> Result<PathBuf> {
+    const STANDARD: &[&str] = &[
+        "python",
+        "python3",
+        "pip",
+        "pip3",
+        "activate",
+        "Activate.ps1",
+    ];
+    let bin = workspace.join("venv/bin");
+    let norm = |s: &str| s.to_ascii_lowercase().replace('_', "-");
+    let mut scripts: Vec<String> = std::fs::read_dir(&bin)
+        .with_context(|| format!("{}: the install did not create a venv", bin.display()))?
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| !STANDARD.iter().any(|s| n.starts_with(s)) && !n.starts_with("python"))
+        .collect();
+    scripts.sort();
+    let pick = scripts
+        .iter()
+        .find(|s| norm(s) == norm(name))
+        .or_else(|| (scripts.len() == 1).then(|| &scripts[0]))
+        .with_context(|| {
+            format!("{name}: which console script starts the server? found {scripts:?}")
+        })?;
+    Ok(Path::new("/workspace/venv/bin").join(pick))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_cannot_carry_options_or_paths() {
+        assert!(checked("mcp-server-time@2026.10.19").is_ok());
+        assert!(checked("@modelcontextprotocol/server-memory@1.0.0").is_ok());
+        for bad in [
+            "--index-url=http://x",
+            "-e.",
+            "../../etc",
+            "a b",
+            "x;rm",
+            "",
+            "a$(id)",
+        ] {
+            assert!(checked(bad).is_err(), "{bad}");
+        }
+    }
+}
