@@ -36,6 +36,8 @@ pub struct Session {
     pub accepted: u32,
     /// Benign calls made, and accepted.
     pub benign: (u32, u32),
+    /// Each tool's benign result (for comparing result shapes).
+    pub benign_outputs: HashMap<String, String>,
     /// Benign calls whose arguments the server's validation took (they may still have failed
     /// at their work, e.g. a file that does not exist).
     pub benign_valid: u32,
@@ -301,6 +303,8 @@ async fn session(
         );
     }
     // Prompts and resources: their metadata reaches the model too.
+    let mut prompts_first: Vec<Value> = Vec::new();
+    let mut resources_first: Vec<Value> = Vec::new();
     if let Ok(Ok(prompts)) = tokio::time::timeout(
         ctx.settings.call_timeout.min(ctx.left()),
         client.list_all_prompts(),
@@ -309,6 +313,7 @@ async fn session(
     {
         for p in prompts {
             let v = serde_json::to_value(&p).unwrap_or_default();
+            prompts_first.push(v.clone());
             let poisoning = metadata::poisoning(&metadata::texts(&v), &names);
             if !poisoning.is_empty() {
                 ctx.record(
@@ -326,6 +331,7 @@ async fn session(
     {
         for r in resources {
             let v = serde_json::to_value(&r).unwrap_or_default();
+            resources_first.push(v.clone());
             let poisoning = metadata::poisoning(&metadata::texts(&v), &names);
             if !poisoning.is_empty() {
                 let name = v["name"].as_str().unwrap_or("?").to_owned();
@@ -383,6 +389,36 @@ async fn session(
             ctx.record(EventKind::McpMetadataChanged, change);
         }
     }
+    // Prompts and resources too (keyed by name, reported as `prompt:`/`resource:`).
+    let limit = ctx.settings.call_timeout.min(ctx.left());
+    if !prompts_first.is_empty()
+        && let Ok(Ok(again)) = tokio::time::timeout(limit, client.list_all_prompts()).await
+    {
+        let again: Vec<Value> = again
+            .iter()
+            .filter_map(|p| serde_json::to_value(p).ok())
+            .collect();
+        for mut change in diff(&prompts_first, &again) {
+            change["tool"] = json!(format!("prompt:{}", change["tool"].as_str().unwrap_or("?")));
+            ctx.record(EventKind::McpMetadataChanged, change);
+        }
+    }
+    let limit = ctx.settings.call_timeout.min(ctx.left());
+    if !resources_first.is_empty()
+        && let Ok(Ok(again)) = tokio::time::timeout(limit, client.list_all_resources()).await
+    {
+        let again: Vec<Value> = again
+            .iter()
+            .filter_map(|r| serde_json::to_value(r).ok())
+            .collect();
+        for mut change in diff(&resources_first, &again) {
+            change["tool"] = json!(format!(
+                "resource:{}",
+                change["tool"].as_str().unwrap_or("?")
+            ));
+            ctx.record(EventKind::McpMetadataChanged, change);
+        }
+    }
     let _ = tokio::time::timeout(Duration::from_secs(2), client.cancel()).await;
     Ok(())
 }
@@ -432,6 +468,11 @@ async fn call(
     // Refused by the server's own argument validation (not merely failed at its work, like a
     // file that does not exist).
     let invalid = timed_out || (is_error && (error.is_some() || validation_error(&output)));
+    if payload.is_none() && !is_error {
+        ctx.session
+            .benign_outputs
+            .insert(tool.to_owned(), output.clone());
+    }
     if payload.is_none() {
         ctx.session.benign.0 += 1;
         ctx.session.benign.1 += u32::from(!is_error);
@@ -459,7 +500,8 @@ async fn call(
             .iter()
             .filter(|e| e.triggered_by.as_deref() == Some(window.as_str()))
             .collect();
-        let evidence = payloads::detect(p, nonce, &output, &in_window, !hits.is_empty());
+        let benign = ctx.session.benign_outputs.get(tool).map(String::as_str);
+        let evidence = payloads::detect(p, nonce, &output, &in_window, !hits.is_empty(), benign);
         ctx.record(
             EventKind::HarnessPayload,
             json!({
@@ -509,6 +551,9 @@ pub fn diff(before: &[Value], after: &[Value]) -> Vec<Value> {
                     "annotations",
                     "title",
                     "outputSchema",
+                    "arguments",
+                    "uri",
+                    "mimeType",
                 ]
                 .into_iter()
                 .filter(|f| t.get(*f) != u.get(*f))

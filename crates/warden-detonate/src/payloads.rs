@@ -96,6 +96,7 @@ pub fn detect(
     output: &str,
     events: &[&Event],
     canary_in_output: bool,
+    benign_output: Option<&str>,
 ) -> Option<String> {
     match payload.kind {
         Kind::CommandInjection => {
@@ -150,10 +151,23 @@ pub fn detect(
                 })
                 .map(|e| format!("event {} reached for the payload's host", e.id))
         }
-        Kind::SqlInjection => SQL_ERRORS
-            .iter()
-            .find(|sig| output.contains(*sig))
-            .map(|sig| format!("the output holds a database error ({sig})")),
+        Kind::SqlInjection => {
+            if let Some(sig) = SQL_ERRORS.iter().find(|sig| output.contains(*sig)) {
+                return Some(format!("the output holds a database error ({sig})"));
+            }
+            // A tautology that widens the result: more rows than the benign call, by more than
+            // an echo of the payload would add.
+            let b = benign_output?;
+            let rows = |s: &str| s.matches("\\n").count();
+            let grew = output.len().saturating_sub(b.len()) > payload.value.len() + 16;
+            (payload.value.contains(" OR ") && grew && rows(output) > rows(b)).then(|| {
+                format!(
+                    "the tautology returned more than the benign call ({} bytes against {})",
+                    output.len(),
+                    b.len()
+                )
+            })
+        }
     }
 }
 
@@ -179,20 +193,20 @@ mod tests {
         let ps = for_param(n);
         let ci = &ps[0];
         // The server echoes its input: the payload text is there, its result is not.
-        assert!(detect(ci, n, &format!("you said {}", ci.value), &[], false).is_none());
-        assert!(detect(ci, n, "x\nwdn42xabc123\n", &[], false).is_some());
+        assert!(detect(ci, n, &format!("you said {}", ci.value), &[], false, None).is_none());
+        assert!(detect(ci, n, "x\nwdn42xabc123\n", &[], false, None).is_some());
         let spawn = ev(
             4,
             EventKind::ProcessSpawn,
             json!({"path": "/bin/sh", "argv": ["sh", "-c", ci.value]}),
         );
-        assert!(detect(ci, n, "", &[&spawn], false).is_some());
+        assert!(detect(ci, n, "", &[&spawn], false, None).is_some());
         let pt = &ps[3];
-        assert!(detect(pt, n, "root:x:0:0:root:/root", &[], false).is_some());
-        assert!(detect(pt, n, "not found", &[], false).is_none());
+        assert!(detect(pt, n, "root:x:0:0:root:/root", &[], false, None).is_some());
+        assert!(detect(pt, n, "not found", &[], false, None).is_none());
         let id_reads = ev(6, EventKind::FileOpen, json!({"path": "/etc/passwd"}));
         assert!(
-            detect(pt, n, "", &[&id_reads], false).is_none(),
+            detect(pt, n, "", &[&id_reads], false, None).is_none(),
             "an unrelated open of the same file"
         );
         let joined = ev(
@@ -200,19 +214,40 @@ mod tests {
             EventKind::FileOpen,
             json!({"path": "/tmp/notes/../../../../../../../../etc/passwd"}),
         );
-        assert!(detect(pt, n, "", &[&joined], false).is_some());
+        assert!(detect(pt, n, "", &[&joined], false, None).is_some());
         let ssrf = &ps[5];
         let dns = ev(
             5,
             EventKind::NetDns,
             json!({"name": "ssrf-abc123.test", "type": "A"}),
         );
-        assert!(detect(ssrf, n, "", &[&dns], false).is_some());
+        assert!(detect(ssrf, n, "", &[&dns], false, None).is_some());
         assert!(
-            detect(&ps[6], n, "", &[&dns], false).is_none(),
+            detect(&ps[6], n, "", &[&dns], false, None).is_none(),
             "the metadata payload needs its own connect"
         );
-        assert!(detect(&ps[7], n, "sqlite3.OperationalError: near", &[], false).is_some());
-        assert!(detect(&ps[8], n, "groceries: milk", &[], false).is_none());
+        assert!(
+            detect(
+                &ps[7],
+                n,
+                "sqlite3.OperationalError: near",
+                &[],
+                false,
+                None
+            )
+            .is_some()
+        );
+        assert!(detect(&ps[8], n, "groceries: milk", &[], false, None).is_none());
+        let benign = r#"{"content":[{"type":"text","text":""}]}"#;
+        let wide = r#"{"content":[{"type":"text","text":"groceries: milk\nsecret: the vault code is 1234"}]}"#;
+        assert!(detect(&ps[8], n, wide, &[], false, Some(benign)).is_some());
+        let echo = format!(
+            r#"{{"content":[{{"type":"text","text":"no note called {}"}}]}}"#,
+            ps[8].value
+        );
+        assert!(
+            detect(&ps[8], n, &echo, &[], false, Some(benign)).is_none(),
+            "an echo is not a tautology"
+        );
     }
 }

@@ -293,6 +293,23 @@ fn has(f: &[(String, String, String)], rule: &str, severity: &str, tool: &str) -
 fn one_fixture_per_category() {
     let f = findings("sql_search.py", &[]);
     assert!(has(&f, "sql-injection", "high", "search"), "{f:?}");
+    let (_, out, _) = detonate("sql_search.py", &["--output", "json"]);
+    let r: Value = serde_json::from_str(&out).unwrap();
+    let evidence: Vec<&str> = r["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "harness.payload" && e["data"]["detected"] == true)
+        .filter_map(|e| e["data"]["evidence"].as_str())
+        .collect();
+    assert!(
+        evidence.iter().any(|e| e.contains("database error")),
+        "{evidence:?}"
+    );
+    assert!(
+        evidence.iter().any(|e| e.contains("tautology")),
+        "{evidence:?}"
+    );
     assert!(!f.iter().any(|(r, _, _)| r == "command-injection"), "{f:?}");
 
     let f = findings("preview.py", &[]);
@@ -301,6 +318,9 @@ fn one_fixture_per_category() {
         !f.iter().any(|(_, s, _)| s == "high" || s == "critical"),
         "{f:?}"
     );
+
+    let f = findings("slow_start.py", &[]);
+    assert!(has(&f, "delayed-init", "low", ""), "{f:?}");
 
     let f = findings("tarpit.py", &["--call-timeout", "1s"]);
     assert!(has(&f, "slow-tool", "low", "wait"), "{f:?}");
