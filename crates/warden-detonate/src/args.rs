@@ -11,8 +11,18 @@ const MAX_DEPTH: usize = 6;
 /// Properties filled per object, at most.
 const MAX_PROPERTIES: usize = 32;
 
+/// Values built per tool, at most (a hostile schema cannot make the arguments explode).
+const MAX_NODES: usize = 2000;
+/// Longest `pattern` compiled.
+const MAX_PATTERN: usize = 256;
+
+thread_local! {
+    static BUDGET: std::cell::Cell<usize> = const { std::cell::Cell::new(MAX_NODES) };
+}
+
 /// Arguments for a tool whose input schema is `schema`.
 pub fn benign(schema: &Value) -> Map<String, Value> {
+    BUDGET.with(|b| b.set(MAX_NODES));
     match value_for(schema, "", 0) {
         Value::Object(m) => m,
         _ => Map::new(),
@@ -36,7 +46,12 @@ fn first_type(schema: &Value) -> Option<String> {
 
 /// A value for `schema`; `name` is the property it is for.
 pub fn value_for(schema: &Value, name: &str, depth: usize) -> Value {
-    if depth > MAX_DEPTH {
+    let left = BUDGET.with(|b| {
+        let v = b.get();
+        b.set(v.saturating_sub(1));
+        v
+    });
+    if depth > MAX_DEPTH || left == 0 {
         return Value::Null;
     }
     if let Some(c) = schema.get("const") {
@@ -189,7 +204,10 @@ fn string(schema: &Value, name: &str) -> String {
         "hostname" | "idn-hostname" => "example.test".to_owned(),
         _ => by_name(name).unwrap_or("test").to_owned(),
     };
-    if let Some(p) = schema.get("pattern").and_then(Value::as_str)
+    if let Some(p) = schema
+        .get("pattern")
+        .and_then(Value::as_str)
+        .filter(|p| p.len() <= MAX_PATTERN)
         && let Ok(re) = regex_lite::Regex::new(p)
         && !re.is_match(&s)
     {
@@ -294,5 +312,22 @@ mod tests {
         assert_eq!(benign(&json!("not a schema")), Map::new());
         let big = json!({"type": "string", "minLength": 1_000_000_000u64});
         assert!(string(&big, "").len() <= 256);
+        // Wide and deep: 32 properties per level, arrays of 4, three levels (two million leaves
+        // without the budget).
+        let mut wide = json!({"type": "string"});
+        for _ in 0..3 {
+            let props: serde_json::Map<String, Value> = (0..32)
+                .map(|i| {
+                    (
+                        format!("p{i}"),
+                        json!({"type": "array", "minItems": 4, "items": wide.clone()}),
+                    )
+                })
+                .collect();
+            let req: Vec<String> = (0..32).map(|i| format!("p{i}")).collect();
+            wide = json!({"type": "object", "properties": props, "required": req});
+        }
+        let a = Value::Object(benign(&wide));
+        assert!(a.to_string().len() < 1 << 20, "bounded by the node budget");
     }
 }

@@ -38,19 +38,49 @@ pub enum Entry {
     PythonScript(String),
 }
 
-/// A package spec that cannot smuggle options or paths into a client's command line.
-fn checked(spec: &str) -> Result<&str> {
-    let ok = !spec.is_empty()
-        && !spec.starts_with('-')
-        && spec.len() <= 214
-        && spec
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "@/._-".contains(c))
-        && !spec.contains("..");
-    if ok {
+/// A name or version: letters, digits, `.`, `_`, `-`; not starting with `-` or `.`.
+fn plain(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 214
+        && !s.starts_with(['-', '.'])
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+}
+
+/// A package spec that cannot smuggle options, paths, URLs or git shorthands into a client's
+/// command line: `NAME[@VERSION]`, and for npm `@SCOPE/NAME[@VERSION]`.
+fn checked(spec: &str, scoped: bool) -> Result<&str> {
+    let (name, version) = match spec.rfind('@') {
+        Some(i) if i > 0 => (&spec[..i], Some(&spec[i + 1..])),
+        _ => (spec, None),
+    };
+    let name_ok = match name.strip_prefix('@') {
+        Some(rest) if scoped => rest
+            .split_once('/')
+            .is_some_and(|(s, n)| plain(s) && plain(n)),
+        _ => plain(name),
+    };
+    if name_ok && version.is_none_or(plain) {
         Ok(spec)
     } else {
         bail!("package spec {spec:?} is not a plain name[@version]")
+    }
+}
+
+/// The host environment for fetch clients: no git (a git dependency would be cloned and its
+/// `prepare` script run even under `--ignore-scripts`), no prompts.
+fn quiet(cmd: &mut Command) -> &mut Command {
+    cmd.env("npm_config_git", "/bin/false")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_LFS_SKIP_SMUDGE", "1")
+        .env("PIP_NO_INPUT", "1")
+}
+
+/// Kill the process group a fetch step leads.
+fn kill_group(child: &std::process::Child) {
+    if let Ok(pid) = i32::try_from(child.id()) {
+        let group = nix::unistd::Pid::from_raw(pid);
+        let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
     }
 }
 
@@ -59,7 +89,9 @@ const FETCH_LIMIT: std::time::Duration = std::time::Duration::from_secs(300);
 
 fn run(cmd: &mut Command, what: &str) -> Result<()> {
     use std::io::Read;
-    let mut child = cmd
+    use std::os::unix::process::CommandExt;
+    let mut child = quiet(cmd)
+        .process_group(0)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -79,7 +111,7 @@ fn run(cmd: &mut Command, what: &str) -> Result<()> {
             break s;
         }
         if std::time::Instant::now() >= deadline {
-            let _ = child.kill();
+            kill_group(&child);
             let _ = child.wait();
             bail!(
                 "{what}: no result after {} s (is the registry reachable?)",
@@ -88,6 +120,9 @@ fn run(cmd: &mut Command, what: &str) -> Result<()> {
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     };
+    // Whatever it left behind in its group goes too (a descendant holding stderr open would
+    // otherwise keep the reader waiting).
+    kill_group(&child);
     let err = reader.join().unwrap_or_default();
     if !status.success() {
         bail!(
@@ -155,7 +190,7 @@ fn npm_hooks(modules: &Path) -> Vec<Value> {
 }
 
 fn npm(spec: &str) -> Result<Fetched> {
-    let spec = checked(spec)?;
+    let spec = checked(spec, true)?;
     let ws = workspace()?;
     run(
         Command::new("npm")
@@ -215,7 +250,7 @@ fn npm(spec: &str) -> Result<Fetched> {
 }
 
 fn pypi(spec: &str) -> Result<Fetched> {
-    let spec = checked(spec)?;
+    let spec = checked(spec, false)?;
     let (name, requirement) = match spec.split_once('@') {
         Some((n, v)) => (n, format!("{n}=={v}")),
         None => (spec, spec.to_owned()),
@@ -262,10 +297,13 @@ fn pypi(spec: &str) -> Result<Fetched> {
 
 fn github(spec: &str) -> Result<Fetched> {
     let (repo, reference) = match spec.split_once('@') {
-        Some((r, f)) => (r, Some(checked(f)?)),
+        Some((r, f)) if plain(f) => (r, Some(f)),
+        Some(_) => bail!("github:{spec}: the ref must be a plain name"),
         None => (spec, None),
     };
-    let ok = repo.split('/').count() == 2 && checked(repo).is_ok();
+    let ok = repo
+        .split_once('/')
+        .is_some_and(|(o, r)| plain(o) && plain(r));
     if !ok {
         bail!("github:{spec}: expected github:OWNER/REPO[@REF]");
     }
@@ -382,8 +420,9 @@ mod tests {
 
     #[test]
     fn specs_cannot_carry_options_or_paths() {
-        assert!(checked("mcp-server-time@2026.10.19").is_ok());
-        assert!(checked("@modelcontextprotocol/server-memory@1.0.0").is_ok());
+        assert!(checked("mcp-server-time@2026.10.19", false).is_ok());
+        assert!(checked("@modelcontextprotocol/server-memory@1.0.0", true).is_ok());
+        assert!(checked("@scope/name", false).is_err(), "scopes are npm's");
         for bad in [
             "--index-url=http://x",
             "-e.",
@@ -392,8 +431,15 @@ mod tests {
             "x;rm",
             "",
             "a$(id)",
+            ".",
+            "a/b",
+            "owner/repo",
+            "github:x/y",
+            "x@../y",
+            "x@-rf",
+            "@a/b/c",
         ] {
-            assert!(checked(bad).is_err(), "{bad}");
+            assert!(checked(bad, true).is_err(), "{bad}");
         }
     }
 }

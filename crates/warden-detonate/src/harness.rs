@@ -18,6 +18,8 @@ use warden_jail::{Jail, Policy, TraceLink};
 use crate::payloads::{self, Payload};
 use crate::{args, metadata};
 
+/// Tools examined per server, at most.
+const MAX_TOOLS: usize = 500;
 /// Longest line accepted from the server.
 const MAX_LINE: usize = 4 << 20;
 /// Characters of a tool's output kept for detection.
@@ -36,6 +38,8 @@ pub struct Session {
     pub accepted: u32,
     /// Benign calls made, and accepted.
     pub benign: (u32, u32),
+    /// Calls started (names windows whose event the cap dropped).
+    pub call_seq: u64,
     /// Each tool's benign result (for comparing result shapes).
     pub benign_outputs: HashMap<String, String>,
     /// Benign calls whose arguments the server's validation took (they may still have failed
@@ -237,14 +241,14 @@ async fn session(
         Ok(Err(e)) => {
             ctx.record(
                 EventKind::McpTiming,
-                json!({ "phase": "initialize", "ms": ms(started), "failed": true }),
+                json!({ "phase": "initialize", "ms": ms(started), "failed": true, "inconclusive": true }),
             );
             anyhow::bail!("initialize failed: {e}");
         }
         Err(_) => {
             ctx.record(
                 EventKind::McpTiming,
-                json!({ "phase": "initialize", "ms": ms(started), "timed_out": true }),
+                json!({ "phase": "initialize", "ms": ms(started), "timed_out": true, "inconclusive": true }),
             );
             anyhow::bail!("initialize timed out after {} ms", init_limit.as_millis());
         }
@@ -267,19 +271,40 @@ async fn session(
     );
     ctx.progress("listing tools");
     let started = Instant::now();
-    let tools = tokio::time::timeout(
+    let listed = tokio::time::timeout(
         ctx.settings.call_timeout.min(ctx.left()),
         client.list_all_tools(),
     )
-    .await
-    .context("tools/list timed out")?
-    .context("tools/list failed")?;
+    .await;
+    let tools = match listed {
+        Ok(Ok(t)) => t,
+        other => {
+            let why = match other {
+                Err(_) => "timed out".to_owned(),
+                Ok(Err(e)) => e.to_string(),
+                Ok(Ok(_)) => String::new(),
+            };
+            ctx.record(
+                EventKind::McpTiming,
+                json!({ "phase": "tools_list", "ms": ms(started), "failed": true, "inconclusive": true, "error": why }),
+            );
+            anyhow::bail!("tools/list: {why}");
+        }
+    };
     ctx.record(
         EventKind::McpTiming,
         json!({ "phase": "tools_list", "ms": ms(started), "count": tools.len() }),
     );
+    // At most MAX_TOOLS are examined (a listing of thousands is itself reported).
+    if tools.len() > MAX_TOOLS {
+        ctx.record(
+            EventKind::McpToolList,
+            json!({ "tool": "*", "poisoning": [format!("implausible_tool_count:{}", tools.len())] }),
+        );
+    }
     let tools: Vec<Value> = tools
         .iter()
+        .take(MAX_TOOLS)
         .filter_map(|t| serde_json::to_value(t).ok())
         .collect();
     let names: Vec<String> = tools
@@ -288,8 +313,13 @@ async fn session(
         .collect();
     for t in &tools {
         let name = t["name"].as_str().unwrap_or("?");
-        let others: Vec<String> = names.iter().filter(|n| *n != name).cloned().collect();
-        let poisoning = metadata::poisoning(&metadata::texts(t), &others);
+        let mut poisoning = metadata::poisoning(&metadata::texts(t), &names);
+        if name
+            .chars()
+            .any(|c| c.is_control() || metadata::invisible(c))
+        {
+            poisoning.push("control_characters_in_name".into());
+        }
         let destructive = metadata::destructive(name, t.get("annotations"));
         ctx.record(
             EventKind::McpToolList,
@@ -438,11 +468,22 @@ async fn call(
 ) -> Result<bool> {
     let kind = payload.map_or("benign", |(_, p)| p.kind.name());
     ctx.progress(&format!("{tool} ({kind})"));
+    // Arguments are kept in the event only up to 2 KiB (a schema default can be megabytes).
+    let shown = arguments.to_string();
+    let shown: Value = if shown.len() > 2048 {
+        json!(format!("{}…", shown.chars().take(2048).collect::<String>()))
+    } else {
+        arguments.clone()
+    };
     let id = ctx.record(
         EventKind::McpToolCall,
-        json!({ "tool": tool, "kind": kind, "arguments": arguments, "param": payload.map(|(p, _)| p) }),
+        json!({ "tool": tool, "kind": kind, "arguments": shown, "param": payload.map(|(p, _)| p) }),
     );
-    let window = format!("tool_call:{}", id.unwrap_or(0));
+    ctx.session.call_seq += 1;
+    let window = match id {
+        Some(id) => format!("tool_call:{id}"),
+        None => format!("tool_call:unrecorded-{}", ctx.session.call_seq),
+    };
     ctx.session.windows.insert(window.clone(), tool.to_owned());
     ctx.link.window(Some(&window))?;
     let mut params = CallToolRequestParams::new(tool.to_owned());

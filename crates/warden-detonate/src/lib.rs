@@ -162,9 +162,9 @@ pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_ru
         let area = target::mount_point(src);
         for e in &mut events {
             let inside = ["path", "to"].iter().any(|k| {
-                e.data[*k]
-                    .as_str()
-                    .is_some_and(|p| std::path::Path::new(p).starts_with(&area))
+                e.data[*k].as_str().is_some_and(|p| {
+                    target::absolute(std::path::Path::new(p)).is_ok_and(|p| p.starts_with(&area))
+                })
             });
             let file = matches!(
                 e.kind,
@@ -249,10 +249,83 @@ fn merge(
         e.id += offset;
         e.t_ms += t_offset;
         e.triggered_by = e.triggered_by.as_deref().map(rename);
-        if let Some(call) = e.data.get("call").and_then(serde_json::Value::as_u64) {
-            e.data["call"] = json!(call + offset);
+        for key in ["call", "event"] {
+            if let Some(id) = e.data.get(key).and_then(serde_json::Value::as_u64) {
+                e.data[key] = json!(id + offset);
+            }
+        }
+        // "event N …" in a payload's evidence text.
+        if let Some(text) = e.data.get("evidence").and_then(serde_json::Value::as_str) {
+            let shifted = shift_event_ids(text, offset);
+            e.data["evidence"] = json!(shifted);
         }
         e
     }));
     all
+}
+
+/// `text` with every `event N` renumbered by `offset`.
+fn shift_event_ids(text: &str, offset: u64) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("event ") {
+        out.push_str(&rest[..i + 6]);
+        rest = &rest[i + 6..];
+        let digits = rest.chars().take_while(char::is_ascii_digit).count();
+        match rest[..digits].parse::<u64>() {
+            Ok(n) => out.push_str(&(n + offset).to_string()),
+            Err(_) => out.push_str(&rest[..digits]),
+        }
+        rest = &rest[digits..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merged_ids_and_windows_move_together() {
+        let ev = |id: u64, kind: EventKind, window: Option<&str>, data: serde_json::Value| {
+            warden_events::Event {
+                id,
+                t_ms: id,
+                kind,
+                pid: None,
+                triggered_by: window.map(str::to_owned),
+                data,
+            }
+        };
+        let install = vec![
+            ev(1, EventKind::InstallScript, Some("install"), json!({})),
+            ev(2, EventKind::FileOpen, Some("install"), json!({})),
+        ];
+        let session = vec![
+            ev(1, EventKind::McpToolCall, None, json!({"tool": "t"})),
+            ev(
+                2,
+                EventKind::CanarySeen,
+                Some("tool_call:1"),
+                json!({"event": 3, "call": 1}),
+            ),
+            ev(
+                3,
+                EventKind::HarnessPayload,
+                None,
+                json!({"evidence": "event 2 opened x", "call": 1}),
+            ),
+        ];
+        let mut s = harness::Session::default();
+        s.windows.insert("tool_call:1".into(), "t".into());
+        let all = merge(install, session, &mut s);
+        let ids: Vec<u64> = all.iter().map(|e| e.id).collect();
+        assert_eq!(ids, vec![1, 2, 3, 4, 5]);
+        assert_eq!(all[3].triggered_by.as_deref(), Some("tool_call:3"));
+        assert_eq!(all[3].data["event"], 5);
+        assert_eq!(all[4].data["evidence"], "event 4 opened x");
+        assert_eq!(all[4].data["call"], 3);
+        assert_eq!(s.windows.get("tool_call:3").map(String::as_str), Some("t"));
+    }
 }

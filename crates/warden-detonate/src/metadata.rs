@@ -9,7 +9,14 @@ use serde_json::Value;
 /// Descriptions longer than this are implausible for a tool.
 const MAX_PLAUSIBLE: usize = 4000;
 
-fn patterns() -> Vec<(&'static str, Regex)> {
+/// The instruction patterns, compiled once.
+fn patterns() -> &'static [(&'static str, Regex)] {
+    static COMPILED: std::sync::LazyLock<Vec<(&'static str, Regex)>> =
+        std::sync::LazyLock::new(compile_patterns);
+    &COMPILED
+}
+
+fn compile_patterns() -> Vec<(&'static str, Regex)> {
     let list = [
         (
             "instruction_block",
@@ -41,24 +48,28 @@ fn patterns() -> Vec<(&'static str, Regex)> {
         .collect()
 }
 
+/// Zero-width, bidirectional-control and tag characters: invisible to a reader, read by a model.
+pub fn invisible(c: char) -> bool {
+    matches!(c as u32, 0x200B..=0x200F | 0x202A..=0x202E | 0x2060..=0x2064 | 0x2066..=0x2069 | 0xFEFF | 0xE0000..=0xE007F)
+}
+
 /// Markers of hidden or manipulative content in `text`; `others` are the server's other tools.
 pub fn poisoning(text: &str, others: &[String]) -> Vec<String> {
     let mut found: Vec<String> = patterns()
-        .into_iter()
+        .iter()
         .filter(|(_, re)| re.is_match(text))
-        .map(|(name, _)| name.to_owned())
+        .map(|(name, _)| (*name).to_owned())
         .collect();
-    let invisible = text.chars().any(|c| {
-        matches!(c as u32, 0x200B..=0x200F | 0x202A..=0x202E | 0x2060..=0x2064 | 0x2066..=0x2069 | 0xFEFF | 0xE0000..=0xE007F)
-    });
+    let invisible = text.chars().any(invisible);
     if invisible {
         found.push("invisible_unicode".into());
     }
     if text.contains('\u{1b}') {
         found.push("ansi_escape".into());
     }
-    let blob = Regex::new(r"[A-Za-z0-9+/=_-]{120,}").ok();
-    if blob.is_some_and(|b| b.is_match(text)) {
+    static BLOB: std::sync::LazyLock<Option<Regex>> =
+        std::sync::LazyLock::new(|| Regex::new(r"[A-Za-z0-9+/=_-]{120,}").ok());
+    if BLOB.as_ref().is_some_and(|b| b.is_match(text)) {
         found.push("encoded_blob".into());
     }
     if text.chars().count() > MAX_PLAUSIBLE {
@@ -71,30 +82,34 @@ pub fn poisoning(text: &str, others: &[String]) -> Vec<String> {
     found
 }
 
-/// Every string of a tool's metadata worth reading: description, title, and every
-/// `description`/`title` inside its input schema.
+/// Every string of a tool's metadata worth reading: descriptions and titles at any depth, and
+/// the strings of `enum`, `default`, `examples` and `const` — at most 1 MiB in all.
 pub fn texts(tool: &Value) -> String {
-    fn walk(v: &Value, out: &mut String, depth: usize) {
-        if depth > 8 {
-            return;
+    const MAX: usize = 1 << 20;
+    let mut out = String::new();
+    let mut stack = vec![(tool, false)];
+    while let Some((v, reading)) = stack.pop() {
+        if out.len() >= MAX {
+            break;
         }
         match v {
             Value::Object(m) => {
                 for (k, v) in m {
-                    if let (true, Some(s)) = (k == "description" || k == "title", v.as_str()) {
-                        out.push_str(s);
-                        out.push('\n');
-                    } else {
-                        walk(v, out, depth + 1);
-                    }
+                    let read = matches!(
+                        k.as_str(),
+                        "description" | "title" | "enum" | "default" | "examples" | "const"
+                    );
+                    stack.push((v, read));
                 }
             }
-            Value::Array(a) => a.iter().for_each(|v| walk(v, out, depth + 1)),
+            Value::Array(a) => stack.extend(a.iter().map(|v| (v, reading))),
+            Value::String(s) if reading => {
+                out.push_str(s);
+                out.push('\n');
+            }
             _ => {}
         }
     }
-    let mut out = String::new();
-    walk(tool, &mut out, 0);
     out
 }
 

@@ -106,7 +106,25 @@ pub fn detect(
                     "the output holds {executed}, the result of the injected command"
                 ));
             }
-            spawned_with(events, nonce)
+            // Either a program received the shell's *expansion* of the payload, or a shell was
+            // handed the payload as its script (`sh -c "… wdn$((6*7))x…"`). The raw payload as one
+            // ordinary argument (`git log -- "x; echo …"`) is safe and proves nothing.
+            spawned_with(events, &executed)
+                .or_else(|| {
+                    events.iter().copied().find(|e| {
+                        let argv: Vec<&str> = e.data["argv"]
+                            .as_array()
+                            .map(|a| a.iter().filter_map(Value::as_str).collect())
+                            .unwrap_or_default();
+                        e.kind == EventKind::ProcessSpawn
+                            && argv.first().is_some_and(|p| {
+                                ["sh", "bash", "dash", "zsh", "ash", "ksh"]
+                                    .contains(&p.rsplit('/').next().unwrap_or(p))
+                            })
+                            && argv.contains(&"-c")
+                            && argv.iter().any(|a| a.contains(nonce))
+                    })
+                })
                 .map(|e| format!("event {} started {} with the payload", e.id, e.data["path"]))
         }
         Kind::PathTraversal => {
@@ -121,14 +139,16 @@ pub fn detect(
             events
                 .iter()
                 .find(|e| {
-                    e.kind == EventKind::FileOpen
-                        && e.data["path"].as_str().is_some_and(|p| {
+                    e.kind == EventKind::FileOpen && {
+                        let raw = e.data["raw_path"].as_str().or(e.data["path"].as_str());
+                        raw.is_some_and(|p| {
                             if payload.value.starts_with('/') {
                                 p == payload.value
                             } else {
                                 p.ends_with(&payload.value) && p.contains("/../")
                             }
                         })
+                    }
                 })
                 .map(|e| format!("event {} opened {}", e.id, e.data["path"]))
         }
@@ -152,7 +172,14 @@ pub fn detect(
                 .map(|e| format!("event {} reached for the payload's host", e.id))
         }
         Kind::SqlInjection => {
-            if let Some(sig) = SQL_ERRORS.iter().find(|sig| output.contains(*sig)) {
+            // A signature the benign call's output already has (a linter, a calculator) is not
+            // caused by the quote.
+            let fresh = |sig: &&&str| benign_output.is_none_or(|b| !b.contains(**sig));
+            if let Some(sig) = SQL_ERRORS
+                .iter()
+                .filter(fresh)
+                .find(|sig| output.contains(**sig))
+            {
                 return Some(format!("the output holds a database error ({sig})"));
             }
             // A tautology that widens the result: more rows than the benign call, by more than
@@ -201,6 +228,15 @@ mod tests {
             json!({"path": "/bin/sh", "argv": ["sh", "-c", ci.value]}),
         );
         assert!(detect(ci, n, "", &[&spawn], false, None).is_some());
+        let safe = ev(
+            5,
+            EventKind::ProcessSpawn,
+            json!({"path": "/usr/bin/git", "argv": ["git", "log", "--", ci.value]}),
+        );
+        assert!(
+            detect(ci, n, "", &[&safe], false, None).is_none(),
+            "one plain argument is safe"
+        );
         let pt = &ps[3];
         assert!(detect(pt, n, "root:x:0:0:root:/root", &[], false, None).is_some());
         assert!(detect(pt, n, "not found", &[], false, None).is_none());
@@ -212,7 +248,7 @@ mod tests {
         let joined = ev(
             7,
             EventKind::FileOpen,
-            json!({"path": "/tmp/notes/../../../../../../../../etc/passwd"}),
+            json!({"path": "/etc/passwd", "raw_path": "/tmp/notes/../../../../../../../../etc/passwd"}),
         );
         assert!(detect(pt, n, "", &[&joined], false, None).is_some());
         let ssrf = &ps[5];

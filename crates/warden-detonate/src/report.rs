@@ -37,6 +37,19 @@ pub struct Report {
     pub location: Option<String>,
 }
 
+/// `s` with control, bidirectional and invisible characters written as `\u{..}`.
+pub fn clean(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_control() || crate::metadata::invisible(c) {
+                format!("\\u{{{:x}}}", c as u32)
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 fn weight(s: Severity) -> u32 {
     match s {
         Severity::Critical => 80,
@@ -125,8 +138,14 @@ impl Report {
         })
     }
 
-    /// The terminal timeline (colour when `colour`, plain ASCII otherwise).
+    /// The terminal timeline (colour when `colour`, plain ASCII otherwise). Everything the
+    /// server chose (names, messages, event data) is shown with control and invisible
+    /// characters escaped, so it cannot rewrite the terminal.
     pub fn timeline(&self, colour: bool) -> String {
+        self.timeline_text(colour)
+    }
+
+    fn timeline_text(&self, colour: bool) -> String {
         let paint = |code: &str, text: &str| {
             if colour {
                 format!("\x1b[{code}m{text}\x1b[0m")
@@ -152,7 +171,7 @@ impl Report {
         let lines = [
             format!(
                 "warden detonate  {}",
-                self.target.chars().take(60).collect::<String>()
+                clean(&self.target.chars().take(60).collect::<String>())
             ),
             format!(
                 "verdict {verdict}   score {}/100   {} findings   {} ms",
@@ -181,14 +200,14 @@ impl Report {
             let tool = f
                 .tool
                 .as_ref()
-                .map(|t| format!(" [{t}]"))
+                .map(|t| format!(" [{}]", clean(t)))
                 .unwrap_or_default();
             out.push_str(&format!(
                 "{} {}{}: {}\n",
                 sev(f.severity),
                 f.rule,
                 tool,
-                f.message
+                clean(&f.message)
             ));
             for id in f.evidence.iter().take(5) {
                 if let Some(e) = self.events.iter().find(|e| e.id == *id) {
@@ -199,7 +218,10 @@ impl Report {
                     let data: String = e.data.to_string().chars().take(110).collect();
                     out.push_str(&format!(
                         "         #{:<5} {:>6} ms  {:<16} {}\n",
-                        e.id, e.t_ms, kind, data
+                        e.id,
+                        e.t_ms,
+                        kind,
+                        clean(&data)
                     ));
                 }
             }
@@ -224,6 +246,12 @@ mod tests {
             tool: None,
             evidence: vec![],
         }
+    }
+
+    #[test]
+    fn server_text_cannot_drive_the_terminal() {
+        assert_eq!(clean("ok\u{1b}[2Jx\u{202e}"), "ok\\u{1b}[2Jx\\u{202e}");
+        assert_eq!(clean("plain text"), "plain text");
     }
 
     #[test]

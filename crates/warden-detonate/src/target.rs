@@ -42,7 +42,7 @@ fn interpreter(file: &Path) -> Vec<String> {
 
 /// `path` made absolute, with `.` and `..` resolved lexically (the jail refuses symlinks in
 /// mount sources, so a lexical answer that is wrong would fail loudly, not bind elsewhere).
-fn absolute(path: &Path) -> std::io::Result<PathBuf> {
+pub fn absolute(path: &Path) -> std::io::Result<PathBuf> {
     let abs = std::path::absolute(path)?;
     let mut out = PathBuf::from("/");
     for c in abs.components() {
@@ -104,7 +104,15 @@ fn entry_of_folder(dir: &Path) -> Result<PathBuf> {
             _ => None,
         };
         if let Some(entry) = bin.or_else(|| pkg["main"].as_str().map(str::to_owned)) {
-            return Ok(dir.join(entry));
+            // The manifest names a file inside the package, nowhere else.
+            let path = absolute(&dir.join(&entry))?;
+            if !path.starts_with(dir) {
+                bail!(
+                    "{}: its entry {entry:?} points outside the package",
+                    dir.display()
+                );
+            }
+            return Ok(path);
         }
     }
     for name in [

@@ -12,10 +12,11 @@ use serde_json::Value;
 
 use crate::{Event, EventKind};
 
-/// Events of the reserved kinds accepted past the count cap.
-const RESERVE: u64 = 1000;
+/// Events of the reserved kinds (canaries, the end of the run, the harness's own protocol
+/// events) accepted past the count cap.
+const RESERVE: u64 = 10_000;
 /// Bytes of reserved events accepted past the byte cap.
-const RESERVE_BYTES: u64 = 1 << 20;
+const RESERVE_BYTES: u64 = 16 << 20;
 /// Bytes of event data kept or streamed per run, by default.
 pub const DEFAULT_MAX_BYTES: u64 = 64 << 20;
 
@@ -120,7 +121,16 @@ impl Recorder {
     fn stamp(&mut self, kind: EventKind, pid: Option<i32>, data: Value) -> Option<Event> {
         let reserved = matches!(
             kind,
-            EventKind::CanarySeen | EventKind::SandboxLimitHit | EventKind::SandboxExited
+            EventKind::CanarySeen
+                | EventKind::SandboxLimitHit
+                | EventKind::SandboxExited
+                | EventKind::McpInitialize
+                | EventKind::McpToolList
+                | EventKind::McpToolCall
+                | EventKind::McpMetadataChanged
+                | EventKind::McpTiming
+                | EventKind::HarnessPayload
+                | EventKind::InstallScript
         );
         let limit = self.cap as u64 + if reserved { RESERVE } else { 0 };
         let size = data.to_string().len() as u64;

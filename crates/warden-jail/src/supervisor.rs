@@ -851,6 +851,7 @@ fn finish(
                 "duration_ms": duration_ms,
                 "killed": stop == Some(Stop::Killed),
                 "peak_memory_bytes": counters.peak_memory,
+                "events_dropped": hub.dropped(),
                 "cpu_time_ms": counters.cpu_ns.map(|ns| ns / 1_000_000),
             });
             hub.record(EventKind::SandboxExited, None, data);

@@ -24,6 +24,14 @@ pub struct RuleError {
 pub const BUILTIN: &[(&str, &str)] = &[
     ("shell-exec.yaml", include_str!("../rules/shell-exec.yaml")),
     (
+        "inconclusive.yaml",
+        include_str!("../rules/inconclusive.yaml"),
+    ),
+    (
+        "evidence-dropped.yaml",
+        include_str!("../rules/evidence-dropped.yaml"),
+    ),
+    (
         "process-spawn.yaml",
         include_str!("../rules/process-spawn.yaml"),
     ),

@@ -144,6 +144,11 @@ impl Hub {
         self.scan(joined.as_bytes(), pid, context)
     }
 
+    /// Events dropped at the caps so far.
+    pub fn dropped(&self) -> u64 {
+        self.lock().recorder.dropped()
+    }
+
     /// The events kept and the number dropped.
     pub fn take(&self) -> (Vec<Event>, u64) {
         let mut s = self.lock();

@@ -234,7 +234,7 @@ fn task_ids(pid: i32) -> (Option<i32>, i32) {
 fn path_arg(pid: i32, dirfd: Option<u64>, addr: u64) -> Option<String> {
     let p = read_cstr(pid, addr)?;
     if p.starts_with('/') {
-        return Some(p);
+        return Some(normalize_keep(&p));
     }
     // `int` arguments: the kernel reads the low 32 bits, and so do we.
     let base = match dirfd.map(low_i32) {
@@ -242,9 +242,25 @@ fn path_arg(pid: i32, dirfd: Option<u64>, addr: u64) -> Option<String> {
         Some(fd) => std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).ok(),
     };
     Some(match base {
-        Some(b) => b.join(&p).to_string_lossy().into_owned(),
+        Some(b) => normalize_keep(&b.join(&p).to_string_lossy()),
         None => p,
     })
+}
+
+thread_local! {
+    /// The path as the program wrote it, when resolving `.`/`..` changed it (for the event's
+    /// `raw_path`).
+    static RAW: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// `path` with `.` and `..` resolved lexically, so `/tmp/../home/x` is recorded (and judged
+/// by the rules) as `/home/x`; the form the program wrote is kept aside for `raw_path`.
+fn normalize_keep(path: &str) -> String {
+    let n = normalize(path);
+    if n != path {
+        RAW.with(|r| *r.borrow_mut() = Some(path.to_owned()));
+    }
+    n
 }
 
 /// The socket address as a Rust value, for the capture network.
@@ -464,7 +480,11 @@ impl Tracer {
         if n.nr == libc::SYS_execve || n.nr == libc::SYS_execveat || n.nr == libc::SYS_exit_group {
             self.tasks.retain(|_, t| t.tgid != tgid);
         }
-        let decoded = decode(n.nr, pid, &n.args);
+        RAW.with(|r| *r.borrow_mut() = None);
+        let mut decoded = decode(n.nr, pid, &n.args);
+        if let (Some(raw), Some((_, d))) = (RAW.with(|r| r.borrow_mut().take()), decoded.as_mut()) {
+            d["raw_path"] = json!(raw);
+        }
         CURRENT.with(|c| *c.borrow_mut() = None);
         // Only what still belongs to this notification is evidence. Pid 1 is the jail's own
         // init (Warden, not the subject).
