@@ -424,33 +424,31 @@ async fn session(
     if !prompts_first.is_empty()
         && let Ok(Ok(again)) = tokio::time::timeout(limit, client.list_all_prompts()).await
     {
-        let again: Vec<Value> = again
-            .iter()
-            .filter_map(|p| serde_json::to_value(p).ok())
-            .collect();
-        for mut change in diff(&prompts_first, &again) {
-            change["tool"] = json!(format!("prompt:{}", change["tool"].as_str().unwrap_or("?")));
-            ctx.record(EventKind::McpMetadataChanged, change);
-        }
+        record_changes(ctx, "prompt", &prompts_first, &as_values(&again));
     }
     let limit = ctx.settings.call_timeout.min(ctx.left());
     if !resources_first.is_empty()
         && let Ok(Ok(again)) = tokio::time::timeout(limit, client.list_all_resources()).await
     {
-        let again: Vec<Value> = again
-            .iter()
-            .filter_map(|r| serde_json::to_value(r).ok())
-            .collect();
-        for mut change in diff(&resources_first, &again) {
-            change["tool"] = json!(format!(
-                "resource:{}",
-                change["tool"].as_str().unwrap_or("?")
-            ));
-            ctx.record(EventKind::McpMetadataChanged, change);
-        }
+        record_changes(ctx, "resource", &resources_first, &as_values(&again));
     }
     let _ = tokio::time::timeout(Duration::from_secs(2), client.cancel()).await;
     Ok(())
+}
+
+fn as_values<T: serde::Serialize>(list: &[T]) -> Vec<Value> {
+    list.iter()
+        .filter_map(|x| serde_json::to_value(x).ok())
+        .collect()
+}
+
+/// `mcp.metadata_changed` for each difference between two listings of `what`s.
+fn record_changes(ctx: &Ctx<'_>, what: &str, before: &[Value], after: &[Value]) {
+    for mut change in diff(before, after) {
+        let name = change["tool"].as_str().unwrap_or("?").to_owned();
+        change["tool"] = json!(format!("{what}:{name}"));
+        ctx.record(EventKind::McpMetadataChanged, change);
+    }
 }
 
 fn ms(since: Instant) -> u64 {

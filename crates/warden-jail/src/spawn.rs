@@ -288,34 +288,42 @@ impl TraceLink {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Open the window `name` (`install`, `startup`, `tool_call:<id>`), or close the open one
-    /// with `None`. Returns once the tracer has switched: every event after this returns is
-    /// attributed to the new window.
-    pub fn window(&self, name: Option<&str>) -> Result<(), JailError> {
-        let target = self.lock().acks + 1;
-        let line = serde_json::json!({ "window": name }).to_string() + "\n";
-        {
-            let mut w = self
-                .writer
-                .lock()
-                .map_err(|_| JailError::Protocol("trace link poisoned"))?;
-            w.write_all(line.as_bytes())
-                .map_err(|_| JailError::Protocol("the run is over"))?;
-        }
+    /// Write `line` and wait until `counter` of the link's state has moved past its value
+    /// before the write (the helper's acknowledgement). One round trip at a time: the writer
+    /// lock is held until the answer is back.
+    fn round_trip(
+        &self,
+        line: &str,
+        counter: fn(&LinkState) -> u64,
+    ) -> Result<std::sync::MutexGuard<'_, LinkState>, JailError> {
+        let mut w = self
+            .writer
+            .lock()
+            .map_err(|_| JailError::Protocol("trace link poisoned"))?;
+        let target = counter(&self.lock()) + 1;
+        w.write_all(line.as_bytes())
+            .and_then(|()| w.write_all(b"\n"))
+            .map_err(|_| JailError::Protocol("the run is over"))?;
         let (lock, cv) = &*self.state;
         let guard = lock
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let (guard, _) = cv
-            .wait_timeout_while(guard, WINDOW_WAIT, |s| s.acks < target && !s.closed)
+            .wait_timeout_while(guard, WINDOW_WAIT, |s| counter(s) < target && !s.closed)
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if guard.acks >= target {
-            Ok(())
+        if counter(&guard) >= target {
+            Ok(guard)
         } else {
-            Err(JailError::Protocol(
-                "the tracer did not acknowledge the window",
-            ))
+            Err(JailError::Protocol("the tracer did not answer"))
         }
+    }
+
+    /// Open the window `name` (`install`, `startup`, `tool_call:<id>`), or close the open one
+    /// with `None`. Returns once the tracer has switched: every event after this returns is
+    /// attributed to the new window.
+    pub fn window(&self, name: Option<&str>) -> Result<(), JailError> {
+        let line = serde_json::json!({ "window": name }).to_string();
+        self.round_trip(&line, |s| s.acks).map(drop)
     }
 
     /// Record an event of the caller's own (`mcp.tool_call`, `harness.payload`…) in the run's
@@ -325,28 +333,9 @@ impl TraceLink {
         kind: warden_events::EventKind,
         data: serde_json::Value,
     ) -> Result<Option<u64>, JailError> {
-        // One round trip at a time: the writer lock is held until the id is back.
-        let mut w = self
-            .writer
-            .lock()
-            .map_err(|_| JailError::Protocol("trace link poisoned"))?;
-        let target = self.lock().records + 1;
-        let line =
-            serde_json::json!({ "record": { "kind": kind, "data": data } }).to_string() + "\n";
-        w.write_all(line.as_bytes())
-            .map_err(|_| JailError::Protocol("the run is over"))?;
-        let (lock, cv) = &*self.state;
-        let guard = lock
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let (guard, _) = cv
-            .wait_timeout_while(guard, WINDOW_WAIT, |s| s.records < target && !s.closed)
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if guard.records >= target {
-            Ok(guard.last_record)
-        } else {
-            Err(JailError::Protocol("the tracer did not record the event"))
-        }
+        let line = serde_json::json!({ "record": { "kind": kind, "data": data } }).to_string();
+        self.round_trip(&line, |s| s.records)
+            .map(|state| state.last_record)
     }
 
     /// The events received so far.

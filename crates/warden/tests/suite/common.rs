@@ -173,3 +173,24 @@ pub fn eventually(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
     }
     cond()
 }
+
+/// A report's findings as (rule, severity, tool), those of the given severities only (all when
+/// `severities` is empty).
+pub fn finding_rows(
+    report: &serde_json::Value,
+    severities: &[&str],
+) -> Vec<(String, String, String)> {
+    report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| severities.is_empty() || severities.contains(&f["severity"].as_str().unwrap()))
+        .map(|f| {
+            (
+                f["rule"].as_str().unwrap().to_owned(),
+                f["severity"].as_str().unwrap().to_owned(),
+                f["tool"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect()
+}

@@ -270,18 +270,7 @@ fn findings(fixture: &str, args: &[&str]) -> Vec<(String, String, String)> {
     assert_eq!(code, 0, "{err}");
     let r: Value = serde_json::from_str(&out).unwrap();
     evidence_exists(&r);
-    r["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| {
-            (
-                f["rule"].as_str().unwrap().to_owned(),
-                f["severity"].as_str().unwrap().to_owned(),
-                f["tool"].as_str().unwrap_or("").to_owned(),
-            )
-        })
-        .collect()
+    finding_rows(&r, &[])
 }
 
 fn has(f: &[(String, String, String)], rule: &str, severity: &str, tool: &str) -> bool {
@@ -356,18 +345,7 @@ fn a_local_packages_install_hook_runs_in_the_jail_and_is_judged() {
     );
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
     evidence_exists(&r);
-    let f: Vec<(String, String, String)> = r["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| {
-            (
-                f["rule"].as_str().unwrap().to_owned(),
-                f["severity"].as_str().unwrap().to_owned(),
-                f["tool"].as_str().unwrap_or("").to_owned(),
-            )
-        })
-        .collect();
+    let f = finding_rows(&r, &[]);
     assert!(has(&f, "install-script", "medium", ""), "{f:?}");
     assert!(has(&f, "install-writes-outside", "high", ""), "{f:?}");
     assert!(has(&f, "sensitive-file-read", "high", ""), "{f:?}");
