@@ -16,7 +16,8 @@ use serde_json::{Value, json};
 /// A fetched package.
 #[derive(Debug)]
 pub struct Fetched {
-    /// The host folder mounted at `/workspace`.
+    /// The host folder mounted at `/workspace` (its own tmpfs when we can mount one; unmounted
+    /// before the folder is removed).
     pub workspace: tempfile::TempDir,
     /// The install phase's command inside the jail, if there is code to run.
     pub install: Option<Vec<String>>,
@@ -133,6 +134,16 @@ fn run(cmd: &mut Command, what: &str) -> Result<()> {
     Ok(())
 }
 
+/// Size of a fetched package's workspace (the package, its dependencies and what installing
+/// them writes), so a hostile install cannot fill the host's disk.
+pub const WORKSPACE_BYTES: u64 = 2 << 30;
+
+impl Drop for Fetched {
+    fn drop(&mut self) {
+        let _ = nix::mount::umount2(self.workspace.path(), nix::mount::MntFlags::MNT_DETACH);
+    }
+}
+
 fn workspace() -> Result<tempfile::TempDir> {
     // Not under /tmp: the jail owns that path.
     let base = Path::new("/var/tmp");
@@ -140,6 +151,23 @@ fn workspace() -> Result<tempfile::TempDir> {
         .prefix("warden-detonate-")
         .tempdir_in(if base.is_dir() { base } else { Path::new(".") })
         .context("creating the package folder")?;
+    let flags = nix::mount::MsFlags::MS_NOSUID | nix::mount::MsFlags::MS_NODEV;
+    let opts = format!("size={WORKSPACE_BYTES},mode=0755");
+    let mounted = nix::mount::mount(
+        Some("tmpfs"),
+        dir.path(),
+        Some("tmpfs"),
+        flags,
+        Some(opts.as_str()),
+    );
+    match mounted {
+        Ok(()) => {
+            let private = nix::mount::MsFlags::MS_PRIVATE;
+            let none = None::<&str>;
+            let _ = nix::mount::mount(none, dir.path(), none, private, none);
+        }
+        Err(e) => tracing::warn!(error = %e, "the package workspace is not size-limited"),
+    }
     // The jail's user (id-mapped from the owner) installs into it.
     std::fs::set_permissions(
         dir.path(),

@@ -24,6 +24,10 @@ pub struct RuleError {
 pub const BUILTIN: &[(&str, &str)] = &[
     ("shell-exec.yaml", include_str!("../rules/shell-exec.yaml")),
     (
+        "startup-shell.yaml",
+        include_str!("../rules/startup-shell.yaml"),
+    ),
+    (
         "inconclusive.yaml",
         include_str!("../rules/inconclusive.yaml"),
     ),

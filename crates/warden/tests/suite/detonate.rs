@@ -308,6 +308,9 @@ fn one_fixture_per_category() {
         "{f:?}"
     );
 
+    let f = findings("startup_shell.py", &[]);
+    assert!(has(&f, "startup-shell", "high", ""), "{f:?}");
+
     let f = findings("slow_start.py", &[]);
     assert!(has(&f, "delayed-init", "low", ""), "{f:?}");
 
