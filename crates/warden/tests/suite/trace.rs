@@ -171,3 +171,37 @@ fn process_exits_carry_their_status() {
         "the jail's own init is not traced"
     );
 }
+
+#[test]
+fn the_run_frame_directories_modes_and_listening_sockets() {
+    let script = "import os, socket\nos.mkdir('d', 0o750)\nos.chmod('d', 0o700)\n\
+                  s = socket.socket()\ns.bind(('127.0.0.1', 0))\ns.listen(1)";
+    let (r, ev) = traced(&["--memory", "256M"], &["python3", "-c", script]);
+    assert_eq!(r.status, 0, "{r:?}");
+    let first = &ev[0];
+    assert_eq!(first["kind"], "sandbox.started");
+    assert_eq!(first["id"], 1);
+    assert_eq!(first["data"]["argv"][0], "python3");
+    assert_eq!(first["data"]["decoys"], false);
+    assert_eq!(first["data"]["limits"]["memory_bytes"], 256 << 20);
+    let mkdir = find(&ev, "file.write", |d| d["op"] == "mkdir").expect("mkdir");
+    assert_eq!(mkdir["data"]["path"], "/workspace/d");
+    assert_eq!(mkdir["data"]["mode"], "750");
+    let chmod = find(&ev, "file.write", |d| d["op"] == "chmod").expect("chmod");
+    assert_eq!(chmod["data"]["path"], "/workspace/d");
+    assert_eq!(chmod["data"]["mode"], "700");
+    let bind = find(&ev, "net.connect", |d| d["op"] == "bind").expect("bind");
+    assert_eq!(bind["data"]["address"], "127.0.0.1");
+    let listen = find(&ev, "net.connect", |d| d["op"] == "listen").expect("listen");
+    assert_eq!(
+        listen["data"]["address"], "127.0.0.1",
+        "listen carries its bind's address"
+    );
+    assert!(find(&ev, "net.connect", |d| d["op"] == "connect").is_none());
+    let last = ev.last().unwrap();
+    assert_eq!(last["kind"], "sandbox.exited");
+    assert!(last["data"]["peak_memory_bytes"].as_u64().unwrap() > 0);
+    assert!(last["data"]["cpu_time_ms"].is_u64());
+    assert!(last["data"]["duration_ms"].is_u64());
+    assert_eq!(last["data"]["events_dropped"], 0);
+}
