@@ -415,21 +415,15 @@ pub fn fetch(target: &str) -> Result<Option<Fetched>> {
 
 /// The console script of an installed Python package (in the host view of the workspace).
 pub fn python_script(workspace: &Path, name: &str) -> Result<PathBuf> {
-    const STANDARD: &[&str] = &[
-        "python",
-        "python3",
-        "pip",
-        "pip3",
-        "activate",
-        "Activate.ps1",
-    ];
+    // The venv's own programs, by prefix (python3.11, pip3, activate.fish, Activate.ps1…).
+    const STANDARD: &[&str] = &["python", "pip", "activate", "Activate"];
     let bin = workspace.join("venv/bin");
     let norm = |s: &str| s.to_ascii_lowercase().replace('_', "-");
     let mut scripts: Vec<String> = std::fs::read_dir(&bin)
         .with_context(|| format!("{}: the install did not create a venv", bin.display()))?
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| !STANDARD.iter().any(|s| n.starts_with(s)) && !n.starts_with("python"))
+        .filter(|n| !STANDARD.iter().any(|s| n.starts_with(s)))
         .collect();
     scripts.sort();
     let pick = scripts

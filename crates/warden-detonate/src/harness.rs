@@ -307,13 +307,9 @@ async fn session(
         .take(MAX_TOOLS)
         .filter_map(|t| serde_json::to_value(t).ok())
         .collect();
-    let names: Vec<String> = tools
-        .iter()
-        .filter_map(|t| t["name"].as_str().map(str::to_owned))
-        .collect();
     for t in &tools {
         let name = t["name"].as_str().unwrap_or("?");
-        let mut poisoning = metadata::poisoning(&metadata::texts(t), &names);
+        let mut poisoning = metadata::poisoning(&metadata::texts(t));
         if name
             .chars()
             .any(|c| c.is_control() || metadata::invisible(c))
@@ -333,45 +329,16 @@ async fn session(
         );
     }
     // Prompts and resources: their metadata reaches the model too.
-    let mut prompts_first: Vec<Value> = Vec::new();
-    let mut resources_first: Vec<Value> = Vec::new();
-    if let Ok(Ok(prompts)) = tokio::time::timeout(
-        ctx.settings.call_timeout.min(ctx.left()),
-        client.list_all_prompts(),
-    )
-    .await
-    {
-        for p in prompts {
-            let v = serde_json::to_value(&p).unwrap_or_default();
-            prompts_first.push(v.clone());
-            let poisoning = metadata::poisoning(&metadata::texts(&v), &names);
-            if !poisoning.is_empty() {
-                ctx.record(
-                    EventKind::McpToolList,
-                    json!({ "tool": format!("prompt:{}", p.name), "poisoning": poisoning }),
-                );
-            }
-        }
-    }
-    if let Ok(Ok(resources)) = tokio::time::timeout(
-        ctx.settings.call_timeout.min(ctx.left()),
-        client.list_all_resources(),
-    )
-    .await
-    {
-        for r in resources {
-            let v = serde_json::to_value(&r).unwrap_or_default();
-            resources_first.push(v.clone());
-            let poisoning = metadata::poisoning(&metadata::texts(&v), &names);
-            if !poisoning.is_empty() {
-                let name = v["name"].as_str().unwrap_or("?").to_owned();
-                ctx.record(
-                    EventKind::McpToolList,
-                    json!({ "tool": format!("resource:{name}"), "poisoning": poisoning }),
-                );
-            }
-        }
-    }
+    let limit = ctx.settings.call_timeout.min(ctx.left());
+    let prompts_first = match tokio::time::timeout(limit, client.list_all_prompts()).await {
+        Ok(Ok(list)) => check_listing(ctx, "prompt", as_values(&list)),
+        _ => Vec::new(),
+    };
+    let limit = ctx.settings.call_timeout.min(ctx.left());
+    let resources_first = match tokio::time::timeout(limit, client.list_all_resources()).await {
+        Ok(Ok(list)) => check_listing(ctx, "resource", as_values(&list)),
+        _ => Vec::new(),
+    };
     ctx.link.window(None)?;
     ctx.session.tools = tools.clone();
 
@@ -440,6 +407,21 @@ fn as_values<T: serde::Serialize>(list: &[T]) -> Vec<Value> {
     list.iter()
         .filter_map(|x| serde_json::to_value(x).ok())
         .collect()
+}
+
+/// Record the poisoned entries of a prompt or resource listing; returns the listing.
+fn check_listing(ctx: &Ctx<'_>, what: &str, list: Vec<Value>) -> Vec<Value> {
+    for v in &list {
+        let poisoning = metadata::poisoning(&metadata::texts(v));
+        if !poisoning.is_empty() {
+            let name = v["name"].as_str().unwrap_or("?");
+            ctx.record(
+                EventKind::McpToolList,
+                json!({ "tool": format!("{what}:{name}"), "poisoning": poisoning }),
+            );
+        }
+    }
+    list
 }
 
 /// `mcp.metadata_changed` for each difference between two listings of `what`s.

@@ -194,3 +194,20 @@ pub fn finding_rows(
         })
         .collect()
 }
+
+/// Run `program ARGS` (stdin closed), insist on exit status 0 and parse stdout as JSON.
+pub fn json_of(program: &str, args: &[&str]) -> serde_json::Value {
+    let out = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("{program}: {e}"));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}

@@ -333,20 +333,18 @@ fn one_fixture_per_category() {
 
 #[test]
 fn a_local_packages_install_hook_runs_in_the_jail_and_is_judged() {
-    let folder = fixtures().join("mcp/npm-hook");
-    let out = std::process::Command::new("unshare")
-        .args(["--net", warden_bin(), "detonate", "--output", "json"])
-        .arg(&folder)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .expect("unshare runs");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let folder = fixtures().join("mcp/npm-hook").display().to_string();
+    let r = json_of(
+        "unshare",
+        &[
+            "--net",
+            warden_bin(),
+            "detonate",
+            "--output",
+            "json",
+            &folder,
+        ],
     );
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
     evidence_exists(&r);
     let f = finding_rows(&r, &[]);
     assert!(has(&f, "install-script", "medium", ""), "{f:?}");

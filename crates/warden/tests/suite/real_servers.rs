@@ -31,19 +31,7 @@ fn detonate(command: &str, extra: &[&str]) -> Value {
         command,
     ];
     args.extend_from_slice(extra);
-    let out = std::process::Command::new("unshare")
-        .args(&args)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .expect("unshare runs");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    let r = json_of("unshare", &args);
     assert!(r["harness"]["aborted"].is_null(), "{}", r["harness"]);
     r
 }
@@ -189,18 +177,10 @@ fn server_filesystem_and_memory_raise_only_their_destructive_tools() {
 /// own (asserted), so nothing tries a non-loopback destination; the jail's own namespace holds
 /// the server either way.
 fn detonate_fetched(target: &str) -> Value {
-    let out = std::process::Command::new(warden_bin())
-        .args(["detonate", "--output", "json", "--no-payloads", target])
-        .stdin(std::process::Stdio::null())
-        .output()
-        .expect("warden runs");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let r = json_of(
+        warden_bin(),
+        &["detonate", "--output", "json", "--no-payloads", target],
     );
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
     let events = r["events"].as_array().unwrap();
     assert!(
         !events.iter().any(|e| e["kind"] == "net.connect"
