@@ -56,6 +56,11 @@ pub enum PolicyError {
     /// More binds than the jail can hand over.
     #[error("at most 200 binds are allowed")]
     TooManyBinds,
+    /// An egress entry that is not a host name or `*.` and a host name.
+    #[error(
+        "egress entry {0:?} must be a host name such as pypi.org or *.example.org (at most 64 entries)"
+    )]
+    BadEgress(String),
     /// A string with a NUL byte.
     #[error("{0} contains a NUL byte")]
     Nul(&'static str),
@@ -196,6 +201,11 @@ pub struct Policy {
     /// The attribution window open from the very start of a traced run (the caller can switch
     /// it later), so the command's first exec is attributed too.
     pub initial_window: Option<String>,
+    /// Host names a traced run may reach for real (`pypi.org`, or `*.example.org` for the names
+    /// below it): a connection to an address the DNS stub handed out for such a name is
+    /// forwarded to that host from the supervisor's side and recorded; everything else still
+    /// lands on the capture sink. Names only, never addresses. Implies `trace`.
+    pub egress: Vec<String>,
 }
 
 impl Default for Policy {
@@ -241,6 +251,7 @@ impl Default for Policy {
             decoys: false,
             dns: warden_trace::DnsMode::FakeIp,
             initial_window: None,
+            egress: Vec::new(),
             hostname: "warden".to_owned(),
             uid: 1000,
             gid: 1000,
@@ -272,6 +283,11 @@ fn check_target(target: &Path) -> Result<(), PolicyError> {
 }
 
 impl Policy {
+    /// Whether the run is observed: asked for, or implied by decoys or an egress allowlist.
+    pub fn traced(&self) -> bool {
+        self.trace || self.decoys || !self.egress.is_empty()
+    }
+
     /// Read a policy from a TOML file (unknown fields are errors).
     pub fn from_toml_file(path: &Path) -> Result<Policy, PolicyError> {
         let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Read {
@@ -330,6 +346,19 @@ impl Policy {
             if v.contains('\0') {
                 return Err(PolicyError::Nul("an environment value"));
             }
+        }
+        if self.egress.len() > 64 {
+            return Err(PolicyError::BadEgress(format!(
+                "{} entries",
+                self.egress.len()
+            )));
+        }
+        if let Some(bad) = self
+            .egress
+            .iter()
+            .find(|p| !warden_trace::hosts::valid_pattern(p))
+        {
+            return Err(PolicyError::BadEgress(bad.clone()));
         }
         if self.hostname.contains('\0') || self.hostname.len() > 64 {
             return Err(PolicyError::Nul(

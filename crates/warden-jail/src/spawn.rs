@@ -98,7 +98,7 @@ impl Jail {
         let (req_r, req_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(io_err)?;
         let (res_r, res_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(io_err)?;
         let (req_raw, res_raw) = (req_r.as_raw_fd(), res_w.as_raw_fd());
-        let traced = req.policy.trace || req.policy.decoys;
+        let traced = req.policy.traced();
         let link = if traced {
             let (ours, theirs) = std::os::unix::net::UnixStream::pair().map_err(helper_err)?;
             Some((ours, theirs))
@@ -508,7 +508,9 @@ pub fn helper_main() -> i32 {
     let reply = match read_request(&mut req_file) {
         Ok(req) => {
             let lifeline: BorrowedFd<'_> = req_file.as_fd();
-            let link = (req.policy.trace || req.policy.decoys)
+            let link = req
+                .policy
+                .traced()
                 .then(|| {
                     // SAFETY: `Jail::start` placed descriptor 5 for traced runs only, for us
                     // alone.

@@ -532,8 +532,13 @@ fn start_tracing(
             &e,
         )
     })?;
-    let net = Net::start(OwnedFd::from(netns), hub.clone(), policy.dns)
-        .map_err(|e| SetupFailure::plain(Stage::Supervisor, format!("capture network: {e}")))?;
+    let net = Net::start(
+        OwnedFd::from(netns),
+        hub.clone(),
+        policy.dns,
+        policy.egress.clone(),
+    )
+    .map_err(|e| SetupFailure::plain(Stage::Supervisor, format!("capture network: {e}")))?;
     let net = Arc::new(net);
     let stop = Arc::new(AtomicBool::new(false));
     let sock = sync

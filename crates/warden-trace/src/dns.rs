@@ -46,6 +46,7 @@ pub struct Query {
 #[derive(Debug, Default)]
 pub struct Stub {
     mode: DnsMode,
+    egress: Vec<String>,
     by_name: HashMap<String, Ipv4Addr>,
     by_addr: HashMap<Ipv4Addr, String>,
 }
@@ -95,6 +96,12 @@ impl Stub {
         }
     }
 
+    /// Names on this egress allowlist (see [`crate::hosts`]) get a fake address whatever the
+    /// mode, so the connection that follows can be forwarded.
+    pub fn set_egress(&mut self, patterns: Vec<String>) {
+        self.egress = patterns;
+    }
+
     /// The name a fake address was handed out for.
     pub fn name_of(&self, addr: Ipv4Addr) -> Option<&str> {
         self.by_addr.get(&addr).map(String::as_str)
@@ -132,7 +139,12 @@ impl Stub {
             reply
                 .questions
                 .push(Question::new(q.qname.clone(), q.qtype, q.qclass, false));
-            let answer = match (self.mode, code) {
+            let mode = if crate::hosts::allowed(&self.egress, &name) {
+                DnsMode::FakeIp
+            } else {
+                self.mode
+            };
+            let answer = match (mode, code) {
                 (DnsMode::Nxdomain, _) => {
                     *reply.rcode_mut() = RCODE::NameError;
                     "nxdomain".to_owned()
@@ -179,6 +191,16 @@ mod tests {
             false,
         ));
         p.build_bytes_vec().unwrap()
+    }
+
+    #[test]
+    fn allowed_names_resolve_even_in_nxdomain_mode() {
+        let mut s = Stub::new(DnsMode::Nxdomain);
+        s.set_egress(vec!["pypi.org".into()]);
+        let (q, _) = s.answer(&query("pypi.org", TYPE::A)).unwrap();
+        assert_eq!(q[0].answer, "198.18.0.1");
+        let (q, _) = s.answer(&query("exfil.invalid", TYPE::A)).unwrap();
+        assert_eq!(q[0].answer, "nxdomain");
     }
 
     #[test]

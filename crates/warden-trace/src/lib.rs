@@ -9,6 +9,7 @@
 pub mod canary;
 pub mod decoys;
 pub mod dns;
+pub mod hosts;
 pub mod interposer;
 pub mod sniff;
 

@@ -30,10 +30,12 @@ pub enum Command {
 /// `warden detonate [TARGET] [--mcp-command CMD] ...`
 #[derive(Debug, Args)]
 pub struct DetonateArgs {
-    /// A local file or folder (its start command is worked out from its manifest).
+    /// A local file or folder (its start command is worked out from its manifest),
+    /// `npm:NAME[@VERSION]`, `pypi:NAME[@VERSION]` or `github:OWNER/REPO[@REF]`.
     #[arg(value_name = "TARGET")]
     pub target: Option<String>,
-    /// The server's start command, split as a shell would.
+    /// The server's start command, split as a shell would. With an npm:, pypi: or github:
+    /// TARGET: how to start the installed package (its programs are on PATH).
     #[arg(long, value_name = "CMD")]
     pub mcp_command: Option<String>,
     /// One more argument for the start command (repeatable; without --mcp-command the first
@@ -183,6 +185,11 @@ pub struct RunArgs {
     /// sink) or `nxdomain`.
     #[arg(long, value_name = "MODE", default_value = "fake-ip", value_parser = ["fake-ip", "nxdomain"])]
     pub dns: String,
+    /// Let connections to this host name through for real (`pypi.org`, or `*.example.org` for
+    /// the names below it); repeatable. Everything else still lands on the capture sink, and
+    /// each forwarded connection is recorded. Implies tracing.
+    #[arg(long, value_name = "HOST")]
+    pub egress: Vec<String>,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,

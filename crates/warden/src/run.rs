@@ -105,10 +105,9 @@ fn policy(args: &RunArgs) -> Result<Policy> {
             size_bytes,
         });
     }
-    if args.trace.is_some() || args.decoys {
-        p.trace = true;
-    }
+    p.egress.extend(args.egress.iter().cloned());
     p.decoys |= args.decoys;
+    p.trace |= args.trace.is_some() || p.traced();
     if args.dns == "nxdomain" {
         p.dns = warden_jail::DnsMode::Nxdomain;
     }

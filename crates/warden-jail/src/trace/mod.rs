@@ -9,6 +9,8 @@
 //!   fake address range, routes every address to loopback and accepts connections to whatever
 //!   destination a program asked for, recording the first bytes it sends. No packet leaves the
 //!   namespace.
+//! - [`egress`]: when the policy allowlists host names, connections to the fake addresses of
+//!   those names (and only those) are forwarded to the real hosts from the supervisor's side.
 //! - the supervisor, which scans the command's output for canaries and adds limits and the
 //!   exit.
 //!
@@ -17,6 +19,7 @@
 //! counts the rest. With decoys on, every byte it is shown is also searched for the run's
 //! canaries, and each find becomes a `canary.seen` event.
 
+pub mod egress;
 pub mod net;
 mod netlink;
 pub mod notify;

@@ -21,6 +21,7 @@ use warden_events::EventKind;
 use warden_trace::{DnsMode, Stub};
 
 use super::Hub;
+use super::egress::Forwarder;
 
 /// Where the stub listens (the jail's resolv.conf names it).
 pub const DNS_ADDR: &str = "127.0.0.53:53";
@@ -45,6 +46,8 @@ pub struct Net {
     stub: Arc<Mutex<Stub>>,
     stop: Arc<AtomicBool>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    egress: Vec<String>,
+    forwarder: Option<Arc<Forwarder>>,
 }
 
 /// Whether a connection to `addr` should land on a capture listener (anything but loopback and
@@ -59,17 +62,38 @@ pub fn captured(addr: &SocketAddr) -> bool {
 }
 
 impl Net {
-    /// Join `netns` on a new thread, set the namespace up and start serving. Returns once the
+    /// Join `netns` on a new thread, set the namespace up and start serving; connections to
+    /// names on `egress` are forwarded from the caller's network namespace. Returns once the
     /// stub is listening (or the set-up failed).
-    pub fn start(netns: OwnedFd, hub: Arc<Hub>, mode: DnsMode) -> Result<Net, String> {
+    pub fn start(
+        netns: OwnedFd,
+        hub: Arc<Hub>,
+        mode: DnsMode,
+        egress: Vec<String>,
+    ) -> Result<Net, String> {
         let (wake_r, wake_w) =
             nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)
                 .map_err(|e| format!("pipe: {e}"))?;
         let (tx, rx) = mpsc::channel();
         let (ready_tx, ready_rx) = mpsc::sync_channel(1);
-        let stub = Arc::new(Mutex::new(Stub::new(mode)));
+        let mut stub = Stub::new(mode);
+        stub.set_egress(egress.clone());
+        let stub = Arc::new(Mutex::new(stub));
         let stop = Arc::new(AtomicBool::new(false));
+        let forwarder = if egress.is_empty() {
+            None
+        } else {
+            // This thread's namespace, opened before the network thread leaves it.
+            let own = std::fs::File::open("/proc/thread-self/ns/net")
+                .map_err(|e| format!("the host's network namespace: {e}"))?;
+            Some(Arc::new(Forwarder::new(
+                OwnedFd::from(own),
+                hub.clone(),
+                stop.clone(),
+            )))
+        };
         let (stub2, stop2) = (stub.clone(), stop.clone());
+        let (egress2, forwarder2) = (egress.clone(), forwarder.clone());
         let thread = std::thread::Builder::new()
             .name("warden-net".into())
             .spawn(move || {
@@ -92,6 +116,8 @@ impl Net {
                     requests: rx,
                     listeners: Vec::new(),
                     conns: Vec::new(),
+                    egress: egress2,
+                    forwarder: forwarder2,
                 };
                 serve.run(&stop2);
             })
@@ -103,6 +129,8 @@ impl Net {
                 stub,
                 stop,
                 thread: Mutex::new(Some(thread)),
+                egress,
+                forwarder,
             }),
             Ok(Err(e)) => {
                 let _ = thread.join();
@@ -135,12 +163,20 @@ impl Net {
         self.stub.lock().ok()?.name_of(v4).map(str::to_owned)
     }
 
-    /// Stop serving (connections still held are recorded first).
+    /// Whether connections to `host` are forwarded for real.
+    pub fn allows(&self, host: &str) -> bool {
+        warden_trace::hosts::allowed(&self.egress, host)
+    }
+
+    /// Stop serving (connections still held and forwards are recorded first).
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Release);
         let _ = nix::unistd::write(&self.wake, b"x");
         if let Some(t) = self.thread.lock().ok().and_then(|mut t| t.take()) {
             let _ = t.join();
+        }
+        if let Some(f) = &self.forwarder {
+            f.join();
         }
     }
 }
@@ -170,6 +206,8 @@ struct Serve {
     requests: mpsc::Receiver<(SocketAddr, Ack)>,
     listeners: Vec<(SocketAddr, TcpListener)>,
     conns: Vec<Conn>,
+    egress: Vec<String>,
+    forwarder: Option<Arc<Forwarder>>,
 }
 
 impl Serve {
@@ -285,6 +323,12 @@ impl Serve {
                 continue; // dropped: closed at once
             }
             let dest = stream.local_addr().unwrap_or(dest);
+            if let (Some(f), Some(host)) = (&self.forwarder, self.allowed_host(dest.ip())) {
+                if stream.set_nonblocking(false).is_ok() {
+                    f.start(stream, dest, host);
+                }
+                continue;
+            }
             self.conns.push(Conn {
                 stream,
                 dest,
@@ -292,6 +336,14 @@ impl Serve {
                 buf: Vec::new(),
             });
         }
+    }
+
+    /// The allowlisted name a fake address stands for, if any.
+    fn allowed_host(&self, ip: IpAddr) -> Option<String> {
+        let IpAddr::V4(v4) = ip else { return None };
+        let stub = self.stub.lock().ok()?;
+        let name = stub.name_of(v4)?;
+        warden_trace::hosts::allowed(&self.egress, name).then(|| name.to_owned())
     }
 
     fn finish(&self, c: Conn) {

@@ -562,6 +562,9 @@ impl Tracer {
             if let (Some(net), Some(addr)) = (&self.net, socket_addr(&data))
                 && let Some(host) = net.host_of(addr.ip())
             {
+                if net.allows(&host) {
+                    data["egress"] = json!("allowed");
+                }
                 data["host"] = json!(host);
             }
         }

@@ -161,11 +161,10 @@ fn shared_tools() -> Option<PathBuf> {
 }
 
 /// Rewrite `policy` for tracing and decoys; `None` when neither is on. Decoys imply tracing
-/// (a canary is only worth planting if its appearance is watched for).
+/// (a canary is only worth planting if its appearance is watched for), and so does egress (it
+/// goes through the capture network).
 pub fn prepare(policy: &mut Policy) -> Result<Option<Observation>, JailError> {
-    if policy.decoys {
-        policy.trace = true;
-    }
+    policy.trace = policy.traced();
     if !policy.trace {
         return Ok(None);
     }

@@ -329,3 +329,63 @@ fn an_exec_from_a_second_thread_does_not_blind_the_tracer() {
         "the new program's opens are decoded"
     );
 }
+
+#[test]
+fn egress_reaches_allowlisted_names_only_and_never_the_hosts_loopback() {
+    // A network of the test's own (`unshare --net --mount`, a veth with 10.99.0.1, /etc/hosts
+    // bound over in that mount namespace only): svc.test is a web server there, loop.test names
+    // 127.0.0.1, other.test is not on the list.
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("events.jsonl");
+    let out = std::process::Command::new("unshare")
+        .args(["--net", "--mount"])
+        .arg(fixtures().join("trace/egress.sh"))
+        .args([
+            warden_bin(),
+            trace.to_str().unwrap(),
+            dir.path().to_str().unwrap(),
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("unshare runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(stdout.contains("svc hello-from-svc"), "{stdout}");
+    assert!(stdout.contains("loop failed"), "{stdout}");
+    assert!(stdout.contains("other failed"), "{stdout}");
+    let ev = read_events(&trace);
+    let send = |host: &str| {
+        all(&ev, "net.send")
+            .into_iter()
+            .find(|e| e["data"]["host"] == host)
+            .unwrap_or_else(|| panic!("no net.send for {host}"))
+    };
+    let svc = send("svc.test");
+    assert_eq!(svc["data"]["captured"], "forwarded");
+    assert_eq!(svc["data"]["egress"], "allowed");
+    assert!(svc["data"]["bytes_received"].as_u64() > Some(100), "{svc}");
+    assert_eq!(svc["data"]["request_line"], "GET /token.txt HTTP/1.1");
+    let loop_ = send("loop.test");
+    assert_eq!(loop_["data"]["bytes_received"], 0, "{loop_}");
+    assert!(
+        loop_["data"]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("no reachable address")),
+        "{loop_}"
+    );
+    assert_eq!(send("other.test")["data"]["captured"], "sink");
+    let connect = all(&ev, "net.connect")
+        .into_iter()
+        .find(|e| e["data"]["host"] == "other.test")
+        .expect("the connect");
+    assert!(connect["data"].get("egress").is_none(), "{connect}");
+}
+
+#[test]
+fn egress_entries_must_be_host_names() {
+    for bad in ["10.0.0.1", "*", "a/b", "localhost"] {
+        let r = warden(&["run", "--egress", bad, "--", "/bin/true"]);
+        assert_eq!(r.status, 125, "{bad}: {r:?}");
+        assert!(r.stderr.contains("egress entry"), "{bad}: {}", r.stderr);
+    }
+}
