@@ -4,6 +4,11 @@
 //! Everything that does run package code — npm lifecycle scripts, the Python install — runs
 //! later inside the jail, in the `install` window.
 //!
+//! A Python package that is not all wheels (an sdist somewhere in its tree) cannot be
+//! downloaded on the host without running its build backend, so it is fetched *and* built
+//! inside the jail instead: pip there reaches the configured index through the jail's egress
+//! allowlist (the index's host, and `files.pythonhosted.org` for PyPI), and nothing else.
+//!
 //! The package lands in a fresh host folder that the jail mounts at `/workspace` for both the
 //! install phase and the server.
 
@@ -27,6 +32,8 @@ pub struct Fetched {
     pub entry: Entry,
     /// The manifest, relative to the workspace (SARIF locations).
     pub location: Option<String>,
+    /// Host names the install phase may reach (a package index), none by default.
+    pub egress: Vec<String>,
 }
 
 /// How the start command is found.
@@ -274,6 +281,7 @@ fn npm(spec: &str) -> Result<Fetched> {
         install,
         hooks,
         entry: Entry::Argv(vec!["node".into(), inside.display().to_string()]),
+        egress: Vec::new(),
     })
 }
 
@@ -292,8 +300,9 @@ fn pypi(spec: &str) -> Result<Fetched> {
             .arg(&tool),
         "python3 -m venv",
     )?;
-    run(
-        Command::new(tool.join("bin/pip"))
+    let pip = tool.join("bin/pip");
+    let wheels = run(
+        Command::new(&pip)
             .args([
                 "download",
                 "--quiet",
@@ -304,23 +313,98 @@ fn pypi(spec: &str) -> Result<Fetched> {
             .arg(ws.path().join("dist"))
             .arg(&requirement),
         "pip download (wheels only: building an sdist would run its code)",
-    )?;
+    );
+    let index = PipIndex::configured(&pip);
     let _ = std::fs::remove_dir_all(&tool);
-    let install = vec![
-        "sh".into(),
-        "-c".into(),
-        format!(
-            "python3 -m venv /workspace/venv && /workspace/venv/bin/pip install --quiet \
-             --disable-pip-version-check --no-index --find-links /workspace/dist '{requirement}'"
+    let venv = "python3 -m venv /workspace/venv && /workspace/venv/bin/pip install --quiet \
+                --disable-pip-version-check";
+    let (install, egress) = match wheels {
+        Ok(()) => (
+            format!("{venv} --no-index --find-links /workspace/dist '{requirement}'"),
+            Vec::new(),
         ),
-    ];
+        Err(e) => {
+            tracing::info!(error = %e, "not all wheels: fetching and building inside the jail");
+            let _ = std::fs::remove_dir_all(ws.path().join("dist"));
+            (
+                format!("{venv} {} '{requirement}'", index.options()),
+                index.hosts(),
+            )
+        }
+    };
     Ok(Fetched {
         workspace: ws,
-        install: Some(install),
+        install: Some(vec!["sh".into(), "-c".into(), install]),
         hooks: Vec::new(),
         entry: Entry::PythonScript(name.to_owned()),
         location: None,
+        egress,
     })
+}
+
+/// The package index the host's pip is configured for, handed to the pip inside the jail.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct PipIndex {
+    url: String,
+    /// A CA bundle the jail can see (under `/etc/ssl`), if the host's pip uses one.
+    cert: Option<String>,
+}
+
+/// PyPI's simple index; its files come from another host.
+const PYPI: &str = "https://pypi.org/simple";
+const PYPI_FILES: &str = "files.pythonhosted.org";
+
+impl PipIndex {
+    /// `PIP_INDEX_URL`, else `pip config get global.index-url`, else PyPI; the CA bundle from
+    /// `PIP_CERT` or pip's configuration when it lies under `/etc/ssl` (bound into the jail).
+    fn configured(pip: &Path) -> PipIndex {
+        let config = |key: &str| {
+            Command::new(pip)
+                .args(["config", "get", key])
+                .stdin(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .output()
+                .ok()
+                .filter(|o| o.status.success())
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+                .filter(|s| !s.is_empty())
+        };
+        let from_env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let url = from_env("PIP_INDEX_URL")
+            .or_else(|| config("global.index-url"))
+            .unwrap_or_else(|| PYPI.to_owned());
+        let cert = from_env("PIP_CERT")
+            .or_else(|| config("global.cert"))
+            .filter(|c| c.starts_with("/etc/ssl/") && !c.contains(".."));
+        PipIndex { url, cert }
+    }
+
+    /// The index's host, and PyPI's file host when the index is PyPI.
+    fn hosts(&self) -> Vec<String> {
+        let host = self
+            .url
+            .split_once("://")
+            .map(|(_, rest)| rest)
+            .and_then(|rest| rest.split(['/', '?', '#']).next())
+            .map(|h| h.rsplit('@').next().unwrap_or(h))
+            .map(|h| h.split(':').next().unwrap_or(h).to_ascii_lowercase())
+            .filter(|h| warden_trace::hosts::valid_pattern(h));
+        let mut out: Vec<String> = host.into_iter().collect();
+        if out.iter().any(|h| h == "pypi.org") {
+            out.push(PYPI_FILES.to_owned());
+        }
+        out
+    }
+
+    /// pip's options for this index (single-quoted for `sh -c`).
+    fn options(&self) -> String {
+        let quote = |s: &str| format!("'{}'", s.replace('\'', "'\\''"));
+        let mut o = format!("--index-url {}", quote(&self.url));
+        if let Some(c) = &self.cert {
+            o.push_str(&format!(" --cert {}", quote(c)));
+        }
+        o
+    }
 }
 
 fn github(spec: &str) -> Result<Fetched> {
@@ -352,6 +436,7 @@ fn github(spec: &str) -> Result<Fetched> {
         hooks: Vec::new(),
         location: entry.location.map(|l| format!("src/{l}")),
         workspace: ws,
+        egress: Vec::new(),
     })
 }
 
@@ -463,5 +548,32 @@ mod tests {
         ] {
             assert!(checked(bad, true).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_index_decides_the_egress() {
+        let index = |url: &str| PipIndex {
+            url: url.into(),
+            cert: None,
+        };
+        assert_eq!(index(PYPI).hosts(), ["pypi.org", PYPI_FILES]);
+        assert_eq!(
+            index("https://user:pw@Mirror.example.test:8443/simple/").hosts(),
+            ["mirror.example.test"]
+        );
+        assert!(index("file:///srv/wheels").hosts().is_empty());
+        assert!(
+            index("https://10.0.0.1/simple").hosts().is_empty(),
+            "names only"
+        );
+        let o = PipIndex {
+            url: "https://x.test/s'imple".into(),
+            cert: Some("/etc/ssl/certs/ca.crt".into()),
+        }
+        .options();
+        assert_eq!(
+            o,
+            "--index-url 'https://x.test/s'\\''imple' --cert '/etc/ssl/certs/ca.crt'"
+        );
     }
 }

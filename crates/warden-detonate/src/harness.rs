@@ -100,14 +100,14 @@ impl Ctx<'_> {
 
 /// The install phase: run `argv` (package code: lifecycle scripts, the Python install) in the
 /// jail with tracing and decoys, every event in the `install` window, `hooks` recorded as
-/// `install.script` events; bounded by `limit`. Returns the events and the exit status.
+/// `install.script` events; bounded by `limit`.
 pub fn install(
     jail: &Jail,
     policy: &Policy,
     argv: &[String],
     hooks: &[Value],
     limit: Duration,
-) -> Result<(Vec<Event>, Option<i32>)> {
+) -> Result<Installed> {
     let mut policy = policy.clone();
     policy.initial_window = Some("install".into());
     let mut running = jail
@@ -118,7 +118,7 @@ pub fn install(
         .take()
         .context("the jail gave no trace link")?;
     drop(running.stdin.take());
-    // Its output is drained (never kept: the events say what it did).
+    // Its output is drained; only the end of stderr is kept, to explain a failed install.
     let drains: Vec<_> = [
         running
             .stdout
@@ -131,11 +131,7 @@ pub fn install(
     ]
     .into_iter()
     .flatten()
-    .map(|mut r| {
-        std::thread::spawn(move || {
-            let _ = std::io::copy(&mut r, &mut std::io::sink());
-        })
-    })
+    .map(|r| std::thread::spawn(move || tail(r, INSTALL_STDERR_TAIL)))
     .collect();
     for h in hooks {
         let _ = link.record(EventKind::InstallScript, h.clone());
@@ -152,11 +148,50 @@ pub fn install(
             Err(_) => break None,
         }
     };
-    for d in drains {
-        let _ = d.join();
-    }
+    let stderr = drains
+        .into_iter()
+        .map(|d| d.join().unwrap_or_default())
+        .next_back()
+        .unwrap_or_default();
     link.wait_closed(Duration::from_secs(10));
-    Ok((link.events(), outcome.and_then(|o| o.exit_code)))
+    Ok(Installed {
+        events: link.events(),
+        exit_code: outcome.and_then(|o| o.exit_code),
+        stderr,
+    })
+}
+
+/// What the install phase did.
+#[derive(Debug)]
+pub struct Installed {
+    /// Its events, all in the `install` window.
+    pub events: Vec<Event>,
+    /// Its exit code (`None` when it was killed).
+    pub exit_code: Option<i32>,
+    /// The end of its standard error.
+    pub stderr: String,
+}
+
+/// Bytes of the install's stderr kept.
+const INSTALL_STDERR_TAIL: usize = 4096;
+
+/// Read `r` to its end, keeping the last `keep` bytes (as text).
+fn tail(mut r: impl std::io::Read, keep: usize) -> String {
+    let mut kept: std::collections::VecDeque<u8> = std::collections::VecDeque::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        match r.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                kept.extend(&buf[..n]);
+                let extra = kept.len().saturating_sub(keep);
+                kept.drain(..extra);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    String::from_utf8_lossy(kept.make_contiguous()).into_owned()
 }
 
 /// Run the whole session against `argv` under `policy`; returns what was learned and every

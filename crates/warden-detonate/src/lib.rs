@@ -19,7 +19,7 @@ pub mod target;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use serde_json::json;
 use warden_events::EventKind;
 use warden_jail::{Bind, Jail, Policy};
@@ -29,9 +29,10 @@ pub use report::Report;
 /// What to detonate and how.
 #[derive(Debug, Clone)]
 pub struct Options {
-    /// A local file or folder, or `npm:`/`pypi:`/`github:` (not supported yet).
+    /// A local file or folder, or `npm:`/`pypi:`/`github:`.
     pub target: Option<String>,
-    /// The start command (program and arguments).
+    /// The start command (program and arguments); with a registry or GitHub target, how to
+    /// start the installed package (its programs are on `PATH`).
     pub command: Vec<String>,
     /// Extra environment for the server.
     pub env: Vec<(String, String)>,
@@ -71,8 +72,8 @@ pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_ru
     let begun = Instant::now();
     let rules = warden_rules::ruleset(&options.rules).map_err(|e| anyhow::anyhow!("{e}"))?;
     let fetched = match &options.target {
-        Some(t) if options.command.is_empty() => fetch::fetch(t)?,
-        _ => None,
+        Some(t) => fetch::fetch(t)?,
+        None => None,
     };
     let mut policy = Policy {
         trace: true,
@@ -83,8 +84,7 @@ pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_ru
     policy.limits.wall_time_ms = u64::try_from(options.budget.as_millis())
         .unwrap_or(u64::MAX)
         .saturating_add(30_000);
-    let mut install_events = Vec::new();
-    let mut install_exit = None;
+    let mut installed = None;
     let resolved = match &fetched {
         Some(f) => {
             policy.workspace = Some(f.workspace.path().to_path_buf());
@@ -92,26 +92,49 @@ pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_ru
                 if options.progress {
                     eprintln!("warden detonate: installing in the sandbox");
                 }
-                let (events, code) =
-                    harness::install(jail, &policy, cmd, &f.hooks, options.budget)?;
-                install_events = events;
-                install_exit = code;
-            }
-            let argv = match &f.entry {
-                fetch::Entry::Argv(a) => a.clone(),
-                fetch::Entry::PythonScript(name) => {
-                    vec![
-                        fetch::python_script(f.workspace.path(), name)?
-                            .display()
-                            .to_string(),
-                    ]
+                let mut p = policy.clone();
+                p.egress.clone_from(&f.egress);
+                let done = harness::install(jail, &p, cmd, &f.hooks, options.budget)?;
+                if done.exit_code != Some(0) && matches!(f.entry, fetch::Entry::PythonScript(_)) {
+                    bail!(
+                        "the install failed in the sandbox (exit {:?}): {}",
+                        done.exit_code,
+                        last_lines(&done.stderr, 6)
+                    );
                 }
-            };
-            target::Resolved {
-                display: options.target.clone().unwrap_or_default(),
-                argv,
-                source: None,
-                location: f.location.clone(),
+                installed = Some(done);
+            }
+            // The package's programs are on the server's PATH.
+            let path = policy.env.get("PATH").cloned().unwrap_or_default();
+            policy.env.insert(
+                "PATH".into(),
+                format!("/workspace/venv/bin:/workspace/node_modules/.bin:{path}"),
+            );
+            if options.command.is_empty() {
+                let argv = match &f.entry {
+                    fetch::Entry::Argv(a) => a.clone(),
+                    fetch::Entry::PythonScript(name) => {
+                        vec![
+                            fetch::python_script(f.workspace.path(), name)?
+                                .display()
+                                .to_string(),
+                        ]
+                    }
+                };
+                target::Resolved {
+                    display: options.target.clone().unwrap_or_default(),
+                    argv,
+                    source: None,
+                    location: f.location.clone(),
+                }
+            } else {
+                // The package is installed; the operator says how to start it.
+                let r = target::resolve(None, &options.command)?;
+                target::Resolved {
+                    display: options.target.clone().unwrap_or_default(),
+                    location: f.location.clone().or(r.location),
+                    ..r
+                }
             }
         }
         None => {
@@ -127,13 +150,15 @@ pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_ru
                         writable: false,
                     });
                     let cmd = fetch::local_install(&target::mount_point(src), &hooks);
-                    let (events, code) = harness::install(jail, &p, &cmd, &hooks, options.budget)?;
-                    install_events = events;
-                    install_exit = code;
+                    installed = Some(harness::install(jail, &p, &cmd, &hooks, options.budget)?);
                 }
             }
             r
         }
+    };
+    let (install_events, install_exit) = match installed {
+        Some(i) => (i.events, i.exit_code),
+        None => (Vec::new(), None),
     };
     if let Some(src) = &resolved.source {
         policy.binds.push(Bind {
@@ -217,6 +242,12 @@ pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_ru
         location: resolved.location.clone(),
     };
     Ok((report, rules))
+}
+
+/// The last `n` non-empty lines of `text`, joined with ` | `.
+fn last_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(n)..].join(" | ")
 }
 
 /// One sequence from the install phase's events and the session's: the session's ids (and the

@@ -34,8 +34,16 @@ fn detonate(args: &DetonateArgs) -> Result<bool> {
         None => Vec::new(),
     };
     command.extend(args.mcp_args.iter().cloned());
-    if args.target.is_some() && !command.is_empty() {
-        bail!("give either a TARGET or --mcp-command/--mcp-arg, not both");
+    let fetched = args.target.as_deref().is_some_and(|t| {
+        ["npm:", "pypi:", "github:"]
+            .iter()
+            .any(|p| t.starts_with(p))
+    });
+    if args.target.is_some() && !fetched && !command.is_empty() {
+        bail!(
+            "give either a local TARGET or --mcp-command/--mcp-arg, not both (a command goes \
+             with npm:, pypi: and github: targets: how to start the installed package)"
+        );
     }
     let duration = |t: &str, flag: &str| {
         parse_duration(t).with_context(|| format!("{flag}: not a duration: {t:?}"))

@@ -238,3 +238,48 @@ fn registry_targets_are_fetched_then_installed_inside_the_jail() {
         r["findings"]
     );
 }
+
+#[test]
+fn an_sdist_is_fetched_and_built_inside_the_jail_through_the_index_allowlist() {
+    // docopt 0.6.2 exists only as an sdist: its setup.py must run, and only in the jail. The
+    // package provides no server, so the command starts a benign fixture with it installed.
+    let server = fixtures().join("mcp/servers/benign_echo.py");
+    let command = format!("python3 {}", server.display());
+    let r = json_of(
+        warden_bin(),
+        &[
+            "detonate",
+            "--output",
+            "json",
+            "--no-payloads",
+            "pypi:docopt@0.6.2",
+            "--mcp-command",
+            &command,
+        ],
+    );
+    assert_eq!(r["verdict"], "PASS", "{}", r["findings"]);
+    assert_eq!(r["harness"]["install_exit_code"], 0);
+    let events = r["events"].as_array().unwrap();
+    assert!(
+        events.iter().any(|e| e["triggered_by"] == "install"
+            && e["kind"] == "process.spawn"
+            && e["data"]["argv"].to_string().contains("setup.py")),
+        "the build ran setup.py in the install window"
+    );
+    let forwarded: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["data"]["captured"] == "forwarded")
+        .collect();
+    for host in ["pypi.org", "files.pythonhosted.org"] {
+        assert!(
+            forwarded.iter().any(|e| e["data"]["host"] == host
+                && e["data"]["bytes_received"].as_u64() > Some(0)
+                && e["triggered_by"] == "install"),
+            "{host} reached through the allowlist: {forwarded:?}"
+        );
+    }
+    assert!(
+        forwarded.iter().all(|e| e["triggered_by"] == "install"),
+        "egress only while installing"
+    );
+}
