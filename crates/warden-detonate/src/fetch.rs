@@ -105,6 +105,10 @@ fn run(cmd: &mut Command, what: &str) -> Result<()> {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .with_context(|| format!("{what}: cannot start"))?;
+    let group = i32::try_from(child.id()).unwrap_or(0);
+    if let Ok(mut g) = GROUPS.lock() {
+        g.push(group);
+    }
     let mut stderr = child.stderr.take();
     let reader = std::thread::spawn(move || {
         let mut text = String::new();
@@ -131,6 +135,9 @@ fn run(cmd: &mut Command, what: &str) -> Result<()> {
     // Whatever it left behind in its group goes too (a descendant holding stderr open would
     // otherwise keep the reader waiting).
     kill_group(&child);
+    if let Ok(mut g) = GROUPS.lock() {
+        g.retain(|p| *p != group);
+    }
     let err = reader.join().unwrap_or_default();
     if !status.success() {
         bail!(
@@ -148,6 +155,36 @@ pub const WORKSPACE_BYTES: u64 = 2 << 30;
 impl Drop for Fetched {
     fn drop(&mut self) {
         let _ = nix::mount::umount2(self.workspace.path(), nix::mount::MntFlags::MNT_DETACH);
+        if let Ok(mut live) = LIVE.lock() {
+            live.retain(|p| p != self.workspace.path());
+        }
+    }
+}
+
+/// Package workspaces that exist right now, for [`remove_workspaces`].
+static LIVE: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+/// Process groups of fetch clients running right now.
+static GROUPS: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
+
+/// Kill every fetch client still running and remove every package workspace that still
+/// exists (unmounted, then deleted). For a process that is about to exit on a signal, when
+/// destructors will not run; the jails themselves go with their lifelines.
+pub fn remove_workspaces() {
+    let groups = GROUPS
+        .lock()
+        .map(|mut g| std::mem::take(&mut *g))
+        .unwrap_or_default();
+    for g in groups.into_iter().filter(|g| *g > 1) {
+        let pgid = nix::unistd::Pid::from_raw(g);
+        let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+    }
+    let live = LIVE
+        .lock()
+        .map(|mut l| std::mem::take(&mut *l))
+        .unwrap_or_default();
+    for dir in live {
+        let _ = nix::mount::umount2(&dir, nix::mount::MntFlags::MNT_DETACH);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
 
@@ -175,6 +212,10 @@ fn workspace() -> Result<tempfile::TempDir> {
         }
         Err(e) => tracing::warn!(error = %e, "the package workspace is not size-limited"),
     }
+    if let Ok(mut live) = LIVE.lock() {
+        live.push(dir.path().to_path_buf());
+    }
+    eprintln!("warden detonate: fetching into {}", dir.path().display());
     // The jail's user (id-mapped from the owner) installs into it.
     std::fs::set_permissions(
         dir.path(),

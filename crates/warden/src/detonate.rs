@@ -10,8 +10,9 @@ use warden_events::Severity;
 use crate::cli::DetonateArgs;
 use crate::run::parse_duration;
 
-/// Run it; 0, 1 when --fail-on tripped, 2 on errors.
+/// Run it; 0, 1 when --fail-on tripped, 2 on errors, 128+N on signal N.
 pub fn main(args: DetonateArgs) -> ExitCode {
+    clean_up_on_signals();
     match detonate(&args) {
         Ok(true) => ExitCode::from(1),
         Ok(false) => ExitCode::SUCCESS,
@@ -20,6 +21,22 @@ pub fn main(args: DetonateArgs) -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// On SIGINT, SIGTERM or SIGHUP: remove the fetched package's folder and exit (the jailed
+/// trees die with their lifelines when this process goes).
+fn clean_up_on_signals() {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) else {
+        return;
+    };
+    std::thread::spawn(move || {
+        if let Some(sig) = signals.forever().next() {
+            warden_detonate::fetch::remove_workspaces();
+            eprintln!("warden detonate: interrupted (signal {sig}); cleaned up");
+            std::process::exit(128 + sig);
+        }
+    });
 }
 
 fn severity(name: &str) -> Option<Severity> {

@@ -283,3 +283,49 @@ fn an_sdist_is_fetched_and_built_inside_the_jail_through_the_index_allowlist() {
         "egress only while installing"
     );
 }
+
+#[test]
+fn an_interrupted_detonation_leaves_no_folder_and_no_process_behind() {
+    use std::io::BufRead;
+    let server = fixtures().join("mcp/servers/benign_echo.py");
+    let command = format!("python3 {}", server.display());
+    // Interrupted while the host-side client fetches, then while the jail installs.
+    let moments: [(&str, fn(&std::path::Path) -> bool); 2] = [
+        ("fetching", |p| p.join(".fetch/bin/pip").exists()),
+        ("installing", |p| p.join("venv/bin/python3").exists()),
+    ];
+    for (moment, reached) in moments {
+        let mut child = std::process::Command::new(warden_bin())
+            .args(["detonate", "--output", "json", "--no-payloads"])
+            .args(["pypi:docopt@0.6.1", "--mcp-command", &command])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+        let folder = lines
+            .by_ref()
+            .map_while(Result::ok)
+            .find_map(|l| {
+                l.strip_prefix("warden detonate: fetching into ")
+                    .map(std::path::PathBuf::from)
+            })
+            .expect("the folder is announced");
+        assert!(
+            eventually(60, || reached(&folder)),
+            "{moment}: never got there"
+        );
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(143), "{moment}");
+        assert!(!folder.exists(), "{moment}: {} is left", folder.display());
+        let name = folder.to_string_lossy().into_owned();
+        assert!(
+            eventually(10, || host_processes_with(&name).is_empty()
+                && host_processes_with("docopt==0.6.1").is_empty()),
+            "{moment}: processes left behind"
+        );
+    }
+}
