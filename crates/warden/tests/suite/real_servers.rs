@@ -290,7 +290,8 @@ fn an_interrupted_detonation_leaves_no_folder_and_no_process_behind() {
     let server = fixtures().join("mcp/servers/benign_echo.py");
     let command = format!("python3 {}", server.display());
     // Interrupted while the host-side client fetches, then while the jail installs.
-    let moments: [(&str, fn(&std::path::Path) -> bool); 2] = [
+    type Reached = fn(&std::path::Path) -> bool;
+    let moments: [(&str, Reached); 2] = [
         ("fetching", |p| p.join(".fetch/bin/pip").exists()),
         ("installing", |p| p.join("venv/bin/python3").exists()),
     ];
@@ -316,7 +317,7 @@ fn an_interrupted_detonation_leaves_no_folder_and_no_process_behind() {
             eventually(60, || reached(&folder)),
             "{moment}: never got there"
         );
-        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        let pid = nix::unistd::Pid::from_raw(child.id().cast_signed());
         nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
         let status = child.wait().unwrap();
         assert_eq!(status.code(), Some(143), "{moment}");
