@@ -95,7 +95,7 @@ pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_ru
                 let mut p = policy.clone();
                 p.egress.clone_from(&f.egress);
                 let done = harness::install(jail, &p, cmd, &f.hooks, options.budget)?;
-                if done.exit_code != Some(0) && matches!(f.entry, fetch::Entry::PythonScript(_)) {
+                if done.exit_code != Some(0) && f.entry.needs_venv() {
                     bail!(
                         "the install failed in the sandbox (exit {:?}): {}",
                         done.exit_code,
@@ -111,19 +111,9 @@ pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_ru
                 format!("/workspace/venv/bin:/workspace/node_modules/.bin:{path}"),
             );
             if options.command.is_empty() {
-                let argv = match &f.entry {
-                    fetch::Entry::Argv(a) => a.clone(),
-                    fetch::Entry::PythonScript(name) => {
-                        vec![
-                            fetch::python_script(f.workspace.path(), name)?
-                                .display()
-                                .to_string(),
-                        ]
-                    }
-                };
                 target::Resolved {
                     display: options.target.clone().unwrap_or_default(),
-                    argv,
+                    argv: f.entry.argv(f.workspace.path())?,
                     source: None,
                     location: f.location.clone(),
                 }
@@ -139,18 +129,28 @@ pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_ru
         }
         None => {
             let r = target::resolve(options.target.as_deref(), &options.command)?;
-            // A local package's own lifecycle scripts run too, as npm would run them.
+            // A local package's own install lifecycle runs too, as npm or pip would run it.
             if let Some(src) = &r.source {
-                let hooks = fetch::local_hooks(src);
-                if !hooks.is_empty() {
+                let inside = target::mount_point(src);
+                let plan = fetch::project::plan(src, &inside, fetch::project::Mode::Local);
+                if let Some(cmd) = &plan.command {
+                    if options.progress {
+                        eprintln!("warden detonate: running its install lifecycle in the sandbox");
+                    }
                     let mut p = policy.clone();
+                    p.egress = plan.egress;
                     p.binds.push(Bind {
                         source: src.clone(),
-                        target: Some(target::mount_point(src)),
+                        target: Some(inside),
                         writable: false,
                     });
-                    let cmd = fetch::local_install(&target::mount_point(src), &hooks);
-                    installed = Some(harness::install(jail, &p, &cmd, &hooks, options.budget)?);
+                    installed = Some(harness::install(
+                        jail,
+                        &p,
+                        cmd,
+                        &plan.hooks,
+                        options.budget,
+                    )?);
                 }
             }
             r

@@ -197,8 +197,14 @@ pub fn finding_rows(
 
 /// Run `program ARGS` (stdin closed), insist on exit status 0 and parse stdout as JSON.
 pub fn json_of(program: &str, args: &[&str]) -> serde_json::Value {
+    json_of_with(program, args, &[])
+}
+
+/// [`json_of`] with extra environment variables.
+pub fn json_of_with(program: &str, args: &[&str], env: &[(&str, &str)]) -> serde_json::Value {
     let out = Command::new(program)
         .args(args)
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .output()
         .unwrap_or_else(|e| panic!("{program}: {e}"));

@@ -4,6 +4,7 @@ mod escape;
 mod jail_api;
 mod limits;
 mod observe;
+mod projects;
 mod real_servers;
 mod run_cli;
 mod serve;

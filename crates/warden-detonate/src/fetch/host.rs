@@ -1,0 +1,160 @@
+//! Running fetch clients on the host and the folders they fill: each client runs in its own
+//! process group with no terminal, no git and a time limit, and is killed as a group; each
+//! package gets a fresh folder under `/var/tmp` on its own size-limited tmpfs. Both are
+//! registered, so [`remove_workspaces`] can clean up when the process is interrupted.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+use super::Fetched;
+
+/// The host environment for fetch clients: no git (a git dependency would be cloned and its
+/// `prepare` script run even under `--ignore-scripts`), no prompts.
+fn quiet(cmd: &mut Command) -> &mut Command {
+    cmd.env("npm_config_git", "/bin/false")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_LFS_SKIP_SMUDGE", "1")
+        .env("PIP_NO_INPUT", "1")
+}
+
+/// Kill the process group a fetch step leads.
+fn kill_group(child: &std::process::Child) {
+    if let Ok(pid) = i32::try_from(child.id()) {
+        let group = nix::unistd::Pid::from_raw(pid);
+        let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+    }
+}
+
+/// How long one fetch step may take.
+const FETCH_LIMIT: std::time::Duration = std::time::Duration::from_secs(300);
+
+pub(super) fn run(cmd: &mut Command, what: &str) -> Result<()> {
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
+    let mut child = quiet(cmd)
+        .process_group(0)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .with_context(|| format!("{what}: cannot start"))?;
+    let group = i32::try_from(child.id()).unwrap_or(0);
+    if let Ok(mut g) = GROUPS.lock() {
+        g.push(group);
+    }
+    let mut stderr = child.stderr.take();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        if let Some(e) = stderr.as_mut() {
+            let _ = e.take(1 << 20).read_to_string(&mut text);
+        }
+        text
+    });
+    let deadline = std::time::Instant::now() + FETCH_LIMIT;
+    let status = loop {
+        if let Some(s) = child.try_wait()? {
+            break s;
+        }
+        if std::time::Instant::now() >= deadline {
+            kill_group(&child);
+            let _ = child.wait();
+            bail!(
+                "{what}: no result after {} s (is the registry reachable?)",
+                FETCH_LIMIT.as_secs()
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    // Whatever it left behind in its group goes too (a descendant holding stderr open would
+    // otherwise keep the reader waiting).
+    kill_group(&child);
+    if let Ok(mut g) = GROUPS.lock() {
+        g.retain(|p| *p != group);
+    }
+    let err = reader.join().unwrap_or_default();
+    if !status.success() {
+        bail!(
+            "{what} failed: {}",
+            err.lines().rev().take(5).collect::<Vec<_>>().join(" | ")
+        );
+    }
+    Ok(())
+}
+
+/// Size of a fetched package's workspace (the package, its dependencies and what installing
+/// them writes), so a hostile install cannot fill the host's disk.
+pub const WORKSPACE_BYTES: u64 = 2 << 30;
+
+impl Drop for Fetched {
+    fn drop(&mut self) {
+        let _ = nix::mount::umount2(self.workspace.path(), nix::mount::MntFlags::MNT_DETACH);
+        if let Ok(mut live) = LIVE.lock() {
+            live.retain(|p| p != self.workspace.path());
+        }
+    }
+}
+
+/// Package workspaces that exist right now, for [`remove_workspaces`].
+static LIVE: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+/// Process groups of fetch clients running right now.
+static GROUPS: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
+
+/// Kill every fetch client still running and remove every package workspace that still
+/// exists (unmounted, then deleted). For a process that is about to exit on a signal, when
+/// destructors will not run; the jails themselves go with their lifelines.
+pub fn remove_workspaces() {
+    let groups = GROUPS
+        .lock()
+        .map(|mut g| std::mem::take(&mut *g))
+        .unwrap_or_default();
+    for g in groups.into_iter().filter(|g| *g > 1) {
+        let pgid = nix::unistd::Pid::from_raw(g);
+        let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+    }
+    let live = LIVE
+        .lock()
+        .map(|mut l| std::mem::take(&mut *l))
+        .unwrap_or_default();
+    for dir in live {
+        let _ = nix::mount::umount2(&dir, nix::mount::MntFlags::MNT_DETACH);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+pub(super) fn workspace() -> Result<tempfile::TempDir> {
+    // Not under /tmp: the jail owns that path.
+    let base = Path::new("/var/tmp");
+    let dir = tempfile::Builder::new()
+        .prefix("warden-detonate-")
+        .tempdir_in(if base.is_dir() { base } else { Path::new(".") })
+        .context("creating the package folder")?;
+    let flags = nix::mount::MsFlags::MS_NOSUID | nix::mount::MsFlags::MS_NODEV;
+    let opts = format!("size={WORKSPACE_BYTES},mode=0755");
+    let mounted = nix::mount::mount(
+        Some("tmpfs"),
+        dir.path(),
+        Some("tmpfs"),
+        flags,
+        Some(opts.as_str()),
+    );
+    match mounted {
+        Ok(()) => {
+            let private = nix::mount::MsFlags::MS_PRIVATE;
+            let none = None::<&str>;
+            let _ = nix::mount::mount(none, dir.path(), none, private, none);
+        }
+        Err(e) => tracing::warn!(error = %e, "the package workspace is not size-limited"),
+    }
+    if let Ok(mut live) = LIVE.lock() {
+        live.push(dir.path().to_path_buf());
+    }
+    eprintln!("warden detonate: fetching into {}", dir.path().display());
+    // The jail's user (id-mapped from the owner) installs into it.
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )?;
+    Ok(dir)
+}

@@ -1,0 +1,113 @@
+//! `npm:` packages and Node projects: dependencies fetched on the host with
+//! `npm install --ignore-scripts` (git disabled), their lifecycle hooks listed for the jail.
+
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{Context, Result};
+use serde_json::{Value, json};
+
+use super::host::{run, workspace};
+use super::{Entry, Fetched, checked};
+
+/// Lifecycle hooks of every package under `node_modules` (two levels, for scopes).
+pub(super) fn npm_hooks(modules: &Path) -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut dirs = Vec::new();
+    for e in std::fs::read_dir(modules).into_iter().flatten().flatten() {
+        let p = e.path();
+        if e.file_name().to_string_lossy().starts_with('@') {
+            dirs.extend(
+                std::fs::read_dir(&p)
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .map(|e| e.path()),
+            );
+        } else {
+            dirs.push(p);
+        }
+    }
+    dirs.sort();
+    for d in dirs.iter().take(5000) {
+        let Ok(text) = std::fs::read_to_string(d.join("package.json")) else {
+            continue;
+        };
+        let Ok(pkg) = serde_json::from_str::<Value>(&text) else {
+            continue;
+        };
+        for hook in ["preinstall", "install", "postinstall"] {
+            if let Some(cmd) = pkg["scripts"][hook].as_str() {
+                out.push(json!({
+                    "package": pkg["name"].as_str().unwrap_or("?"),
+                    "version": pkg["version"],
+                    "hook": hook,
+                    "command": cmd.chars().take(500).collect::<String>(),
+                    "ecosystem": "npm",
+                }));
+            }
+        }
+    }
+    out
+}
+
+pub(super) fn fetch(spec: &str) -> Result<Fetched> {
+    let spec = checked(spec, true)?;
+    let ws = workspace()?;
+    run(
+        Command::new("npm")
+            .args([
+                "install",
+                "--ignore-scripts",
+                "--no-audit",
+                "--no-fund",
+                "--silent",
+                "--prefix",
+            ])
+            .arg(ws.path())
+            .arg(spec),
+        "npm install --ignore-scripts",
+    )?;
+    // The package's own name: a version suffix after the last `@` that is not the scope's.
+    let name = match spec.rfind('@') {
+        Some(i) if i > 0 => &spec[..i],
+        _ => spec,
+    };
+    let dir = ws.path().join("node_modules").join(name);
+    let pkg: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("package.json")).context("the package's package.json")?,
+    )?;
+    let short = name.rsplit('/').next().unwrap_or(name);
+    let bin = match &pkg["bin"] {
+        Value::String(s) => Some(s.clone()),
+        Value::Object(m) => m
+            .get(short)
+            .or_else(|| m.values().next())
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        _ => None,
+    }
+    .or_else(|| pkg["main"].as_str().map(str::to_owned))
+    .with_context(|| format!("{name}: no bin or main in its package.json"))?;
+    let inside = Path::new("/workspace/node_modules").join(name).join(bin);
+    let hooks = npm_hooks(&ws.path().join("node_modules"));
+    let install = (!hooks.is_empty()).then(|| {
+        [
+            "npm",
+            "rebuild",
+            "--foreground-scripts",
+            "--prefix",
+            "/workspace",
+        ]
+        .map(str::to_owned)
+        .to_vec()
+    });
+    Ok(Fetched {
+        location: Some(format!("node_modules/{name}/package.json")),
+        workspace: ws,
+        install,
+        hooks,
+        entry: Entry::Argv(vec!["node".into(), inside.display().to_string()]),
+        egress: Vec::new(),
+    })
+}

@@ -1,0 +1,229 @@
+//! A source folder's install lifecycle, planned for the jail: what npm would run (the
+//! dependencies' install hooks, then the package's own `preinstall`, `install`, `postinstall`,
+//! `prepare`, in that order) and what pip would run (the project's build: `setup.py` or its
+//! PEP 517 backend). Nothing here runs package code; it only writes the command the jail runs
+//! in the `install` window, lists the hooks for `install.script` events, and names the hosts
+//! that install may reach (the package index, when pip has to fetch build requirements).
+//!
+//! A fetched folder (a GitHub clone in the package workspace) is installed for real: Python
+//! into `/workspace/venv`, whose programs the server then finds on its `PATH`. A local folder
+//! is the operator's own and stays untouched (it is mounted read-only): its Node hooks run in
+//! place, and a Python project is built from a scratch copy in the jail's `/tmp`, the wheel
+//! thrown away — the build is the code that runs at install time.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use super::npm::npm_hooks;
+use super::pypi::PipIndex;
+use super::sh_quote;
+
+/// Which kind of folder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Fetched into the package workspace: writable, installed for real.
+    Fetched,
+    /// The operator's own folder, mounted read-only.
+    Local,
+}
+
+/// What installing a folder runs in the jail.
+#[derive(Debug, Default)]
+pub struct Plan {
+    /// The command (`sh -c …` in the folder), if there is anything to run.
+    pub command: Option<Vec<String>>,
+    /// `install.script` data for each hook or build.
+    pub hooks: Vec<Value>,
+    /// Hosts the install may reach (the package index), if it needs any.
+    pub egress: Vec<String>,
+    /// Whether it installs into `/workspace/venv`.
+    pub venv: bool,
+}
+
+/// pip builds through PEP 517 (an isolated build environment from the index), as new pips do.
+const PIP: &str = "--quiet --disable-pip-version-check --use-pep517";
+/// Scratch places of a local Python build, in the jail's own `/tmp`.
+const BUILD: &str = "/tmp/.warden-build";
+const BUILD_VENV: &str = "/tmp/.warden-build-venv";
+const WHEELS: &str = "/tmp/.warden-wheels";
+
+/// The lifecycle hooks of a local package (`package.json` in `dir`), in npm's order.
+pub fn local_hooks(dir: &Path) -> Vec<Value> {
+    let Ok(text) = std::fs::read_to_string(dir.join("package.json")) else {
+        return Vec::new();
+    };
+    let Ok(pkg) = serde_json::from_str::<Value>(&text) else {
+        return Vec::new();
+    };
+    ["preinstall", "install", "postinstall", "prepare"]
+        .iter()
+        .filter_map(|hook| {
+            pkg["scripts"][*hook].as_str().map(|cmd| {
+                json!({
+                    "package": pkg["name"].as_str().unwrap_or("?"),
+                    "version": pkg["version"],
+                    "hook": hook,
+                    "command": cmd.chars().take(500).collect::<String>(),
+                    "ecosystem": "npm",
+                })
+            })
+        })
+        .collect()
+}
+
+/// Plan the install of the folder `host`, which the jail sees at `inside`.
+pub fn plan(host: &Path, inside: &Path, mode: Mode) -> Plan {
+    plan_with(host, inside, mode, &PipIndex::configured(Path::new("pip3")))
+}
+
+fn plan_with(host: &Path, inside: &Path, mode: Mode, index: &PipIndex) -> Plan {
+    let mut plan = Plan::default();
+    let mut steps = Vec::new();
+    if mode == Mode::Fetched {
+        let deps = npm_hooks(&host.join("node_modules"));
+        if !deps.is_empty() {
+            steps.push("npm rebuild --foreground-scripts".to_owned());
+            plan.hooks.extend(deps);
+        }
+    }
+    let own = local_hooks(host);
+    steps.extend(
+        own.iter()
+            .filter_map(|h| h["command"].as_str())
+            .map(|c| format!("sh -c {}", sh_quote(c))),
+    );
+    plan.hooks.extend(own);
+    let inside_q = sh_quote(&inside.display().to_string());
+    let index_opts = index.options();
+    let project = ["pyproject.toml", "setup.py"]
+        .iter()
+        .any(|m| host.join(m).is_file());
+    let venv = "python3 -m venv /workspace/venv && /workspace/venv/bin/pip install";
+    let python = match mode {
+        Mode::Fetched if project => Some(format!("{venv} {PIP} {index_opts} {inside_q}")),
+        Mode::Fetched if host.join("requirements.txt").is_file() => Some(format!(
+            "{venv} {PIP} {index_opts} -r {inside_q}/requirements.txt"
+        )),
+        Mode::Local if project => Some(format!(
+            "rm -rf {BUILD} && cp -r {inside_q}/. {BUILD} && python3 -m venv {BUILD_VENV} && \
+             {BUILD_VENV}/bin/pip wheel {PIP} --no-deps -w {WHEELS} {index_opts} {BUILD}"
+        )),
+        _ => None,
+    };
+    if let Some(step) = python {
+        if host.join("setup.py").is_file() {
+            let name = host.file_name().map(|n| n.to_string_lossy().into_owned());
+            plan.hooks.push(json!({
+                "package": name,
+                "hook": "setup.py",
+                "command": "python setup.py (run by pip to build the project)",
+                "ecosystem": "pypi",
+            }));
+        }
+        steps.push(format!("{{ {step}; }}"));
+        plan.egress = index.hosts();
+        plan.venv = mode == Mode::Fetched;
+    }
+    if !steps.is_empty() {
+        plan.command = Some(vec![
+            "sh".into(),
+            "-c".into(),
+            format!("cd {inside_q} && {{ {}; }}", steps.join("; ")),
+        ]);
+    }
+    plan
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn folder(files: &[(&str, &str)]) -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        for (name, text) in files {
+            let p = d.path().join(name);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        }
+        d
+    }
+
+    fn pypi() -> PipIndex {
+        PipIndex::pypi()
+    }
+
+    #[test]
+    fn node_hooks_run_in_npm_order_after_the_dependencies() {
+        let d = folder(&[
+            (
+                "package.json",
+                r#"{"name":"x","scripts":{"prepare":"node p.js","postinstall":"node it's.js"}}"#,
+            ),
+            (
+                "node_modules/dep/package.json",
+                r#"{"name":"dep","scripts":{"install":"node-gyp rebuild"}}"#,
+            ),
+        ]);
+        let p = plan_with(
+            d.path(),
+            Path::new("/workspace/src"),
+            Mode::Fetched,
+            &pypi(),
+        );
+        let cmd = &p.command.unwrap()[2];
+        assert_eq!(
+            cmd,
+            "cd '/workspace/src' && { npm rebuild --foreground-scripts; sh -c 'node it'\\''s.js'; sh -c 'node p.js'; }"
+        );
+        let hooks: Vec<&str> = p
+            .hooks
+            .iter()
+            .map(|h| h["hook"].as_str().unwrap())
+            .collect();
+        assert_eq!(hooks, ["install", "postinstall", "prepare"]);
+        assert!(p.egress.is_empty());
+        // A local folder's dependencies were installed by its owner: only its own hooks run.
+        let p = plan_with(d.path(), Path::new("/src"), Mode::Local, &pypi());
+        assert!(!p.command.unwrap()[2].contains("rebuild"));
+    }
+
+    #[test]
+    fn python_projects_are_built_with_the_index_reachable() {
+        let d = folder(&[("setup.py", "from setuptools import setup; setup()")]);
+        let p = plan_with(
+            d.path(),
+            Path::new("/workspace/src"),
+            Mode::Fetched,
+            &pypi(),
+        );
+        let cmd = &p.command.unwrap()[2];
+        assert!(cmd.contains("/workspace/venv/bin/pip install"), "{cmd}");
+        assert!(cmd.ends_with("'/workspace/src'; }; }"), "{cmd}");
+        assert_eq!(p.egress, ["pypi.org", "files.pythonhosted.org"]);
+        assert_eq!(p.hooks[0]["hook"], "setup.py");
+
+        let p = plan_with(d.path(), Path::new("/home/me/srv"), Mode::Local, &pypi());
+        let cmd = &p.command.unwrap()[2];
+        assert!(
+            cmd.contains("cp -r '/home/me/srv'/. /tmp/.warden-build"),
+            "{cmd}"
+        );
+        assert!(cmd.contains("pip wheel"), "{cmd}");
+
+        let r = folder(&[("requirements.txt", "mcp\n"), ("server.py", "")]);
+        let p = plan_with(
+            r.path(),
+            Path::new("/workspace/src"),
+            Mode::Fetched,
+            &pypi(),
+        );
+        assert!(p.command.unwrap()[2].contains("-r '/workspace/src'/requirements.txt"));
+        assert!(p.hooks.is_empty(), "requirements run no project code");
+        let p = plan_with(r.path(), Path::new("/src"), Mode::Local, &pypi());
+        assert!(
+            p.command.is_none(),
+            "a local folder's requirements are its owner's business"
+        );
+    }
+}

@@ -1,0 +1,176 @@
+//! `pypi:` packages: all wheels downloaded on the host (`pip download --only-binary=:all:`) and
+//! installed in the jail from those files; anything else fetched and built inside the jail,
+//! where pip reaches the configured index through the egress allowlist and nothing else.
+
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::Result;
+
+use super::host::{run, workspace};
+use super::{Entry, Fetched, checked, sh_quote};
+
+pub(super) fn fetch(spec: &str) -> Result<Fetched> {
+    let spec = checked(spec, false)?;
+    let (name, requirement) = match spec.split_once('@') {
+        Some((n, v)) => (n, format!("{n}=={v}")),
+        None => (spec, spec.to_owned()),
+    };
+    let ws = workspace()?;
+    // A pip of our own (the system's may be absent), used only to download wheels.
+    let tool = ws.path().join(".fetch");
+    run(
+        Command::new("/usr/bin/python3")
+            .args(["-m", "venv"])
+            .arg(&tool),
+        "python3 -m venv",
+    )?;
+    let pip = tool.join("bin/pip");
+    let wheels = run(
+        Command::new(&pip)
+            .args([
+                "download",
+                "--quiet",
+                "--disable-pip-version-check",
+                "--only-binary=:all:",
+                "--dest",
+            ])
+            .arg(ws.path().join("dist"))
+            .arg(&requirement),
+        "pip download (wheels only: building an sdist would run its code)",
+    );
+    let index = PipIndex::configured(&pip);
+    let _ = std::fs::remove_dir_all(&tool);
+    let venv = "python3 -m venv /workspace/venv && /workspace/venv/bin/pip install --quiet \
+                --disable-pip-version-check";
+    let (install, egress) = match wheels {
+        Ok(()) => (
+            format!("{venv} --no-index --find-links /workspace/dist '{requirement}'"),
+            Vec::new(),
+        ),
+        Err(e) => {
+            tracing::info!(error = %e, "not all wheels: fetching and building inside the jail");
+            let _ = std::fs::remove_dir_all(ws.path().join("dist"));
+            (
+                format!("{venv} {} '{requirement}'", index.options()),
+                index.hosts(),
+            )
+        }
+    };
+    Ok(Fetched {
+        workspace: ws,
+        install: Some(vec!["sh".into(), "-c".into(), install]),
+        hooks: Vec::new(),
+        entry: Entry::PythonScript {
+            name: name.to_owned(),
+            fallback: None,
+        },
+        location: None,
+        egress,
+    })
+}
+
+/// The package index the host's pip is configured for, handed to the pip inside the jail.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct PipIndex {
+    url: String,
+    /// A CA bundle the jail can see (under `/etc/ssl`), if the host's pip uses one.
+    cert: Option<String>,
+}
+
+/// PyPI's simple index; its files come from another host.
+const PYPI: &str = "https://pypi.org/simple";
+const PYPI_FILES: &str = "files.pythonhosted.org";
+
+impl PipIndex {
+    /// PyPI itself, with no CA bundle of its own.
+    #[cfg(test)]
+    pub(super) fn pypi() -> PipIndex {
+        PipIndex {
+            url: PYPI.to_owned(),
+            cert: None,
+        }
+    }
+
+    /// `PIP_INDEX_URL`, else `pip config get global.index-url`, else PyPI; the CA bundle from
+    /// `PIP_CERT` or pip's configuration when it lies under `/etc/ssl` (bound into the jail).
+    pub(super) fn configured(pip: &Path) -> PipIndex {
+        let config = |key: &str| {
+            Command::new(pip)
+                .args(["config", "get", key])
+                .stdin(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .output()
+                .ok()
+                .filter(|o| o.status.success())
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+                .filter(|s| !s.is_empty())
+        };
+        let from_env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let url = from_env("PIP_INDEX_URL")
+            .or_else(|| config("global.index-url"))
+            .unwrap_or_else(|| PYPI.to_owned());
+        let cert = from_env("PIP_CERT")
+            .or_else(|| config("global.cert"))
+            .filter(|c| c.starts_with("/etc/ssl/") && !c.contains(".."));
+        PipIndex { url, cert }
+    }
+
+    /// The index's host, and PyPI's file host when the index is PyPI.
+    pub(super) fn hosts(&self) -> Vec<String> {
+        let host = self
+            .url
+            .split_once("://")
+            .map(|(_, rest)| rest)
+            .and_then(|rest| rest.split(['/', '?', '#']).next())
+            .map(|h| h.rsplit('@').next().unwrap_or(h))
+            .map(|h| h.split(':').next().unwrap_or(h).to_ascii_lowercase())
+            .filter(|h| warden_trace::hosts::valid_pattern(h));
+        let mut out: Vec<String> = host.into_iter().collect();
+        if out.iter().any(|h| h == "pypi.org") {
+            out.push(PYPI_FILES.to_owned());
+        }
+        out
+    }
+
+    /// pip's options for this index (single-quoted for `sh -c`).
+    pub(super) fn options(&self) -> String {
+        let mut o = format!("--index-url {}", sh_quote(&self.url));
+        if let Some(c) = &self.cert {
+            o.push_str(&format!(" --cert {}", sh_quote(c)));
+        }
+        o
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_index_decides_the_egress() {
+        let index = |url: &str| PipIndex {
+            url: url.into(),
+            cert: None,
+        };
+        assert_eq!(index(PYPI).hosts(), ["pypi.org", PYPI_FILES]);
+        assert_eq!(
+            index("https://user:pw@Mirror.example.test:8443/simple/").hosts(),
+            ["mirror.example.test"]
+        );
+        assert!(index("file:///srv/wheels").hosts().is_empty());
+        assert!(
+            index("https://10.0.0.1/simple").hosts().is_empty(),
+            "names only"
+        );
+        let o = PipIndex {
+            url: "https://x.test/s'imple".into(),
+            cert: Some("/etc/ssl/certs/ca.crt".into()),
+        }
+        .options();
+        assert_eq!(
+            o,
+            "--index-url 'https://x.test/s'\\''imple' --cert '/etc/ssl/certs/ca.crt'"
+        );
+    }
+}
