@@ -342,9 +342,15 @@ async fn session(
         .take(MAX_TOOLS)
         .filter_map(|t| serde_json::to_value(t).ok())
         .collect();
+    let own: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
     for t in &tools {
         let name = t["name"].as_str().unwrap_or("?");
-        let mut poisoning = metadata::poisoning(&metadata::texts(t));
+        let text = metadata::texts(t);
+        let mut poisoning = metadata::poisoning(&text);
+        let shadowing = metadata::shadowing(&text, &own);
+        if shadowing.is_some() {
+            poisoning.push("shadowing".into());
+        }
         if name
             .chars()
             .any(|c| c.is_control() || metadata::invisible(c))
@@ -359,6 +365,7 @@ async fn session(
                 "description_sha256": sha256(t["description"].as_str().unwrap_or("")),
                 "annotations": t.get("annotations"),
                 "poisoning": (!poisoning.is_empty()).then_some(poisoning),
+                "shadowing": shadowing,
                 "destructive": destructive,
             }),
         );
@@ -366,12 +373,12 @@ async fn session(
     // Prompts and resources: their metadata reaches the model too.
     let limit = ctx.settings.call_timeout.min(ctx.left());
     let prompts_first = match tokio::time::timeout(limit, client.list_all_prompts()).await {
-        Ok(Ok(list)) => check_listing(ctx, "prompt", as_values(&list)),
+        Ok(Ok(list)) => check_listing(ctx, "prompt", as_values(&list), &own),
         _ => Vec::new(),
     };
     let limit = ctx.settings.call_timeout.min(ctx.left());
     let resources_first = match tokio::time::timeout(limit, client.list_all_resources()).await {
-        Ok(Ok(list)) => check_listing(ctx, "resource", as_values(&list)),
+        Ok(Ok(list)) => check_listing(ctx, "resource", as_values(&list), &own),
         _ => Vec::new(),
     };
     ctx.link.window(None)?;
@@ -445,14 +452,19 @@ fn as_values<T: serde::Serialize>(list: &[T]) -> Vec<Value> {
 }
 
 /// Record the poisoned entries of a prompt or resource listing; returns the listing.
-fn check_listing(ctx: &Ctx<'_>, what: &str, list: Vec<Value>) -> Vec<Value> {
+fn check_listing(ctx: &Ctx<'_>, what: &str, list: Vec<Value>, own: &[&str]) -> Vec<Value> {
     for v in &list {
-        let poisoning = metadata::poisoning(&metadata::texts(v));
+        let text = metadata::texts(v);
+        let mut poisoning = metadata::poisoning(&text);
+        let shadowing = metadata::shadowing(&text, own);
+        if shadowing.is_some() {
+            poisoning.push("shadowing".into());
+        }
         if !poisoning.is_empty() {
             let name = v["name"].as_str().unwrap_or("?");
             ctx.record(
                 EventKind::McpToolList,
-                json!({ "tool": format!("{what}:{name}"), "poisoning": poisoning }),
+                json!({ "tool": format!("{what}:{name}"), "poisoning": poisoning, "shadowing": shadowing }),
             );
         }
     }

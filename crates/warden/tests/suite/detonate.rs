@@ -160,29 +160,32 @@ fn a_credential_thief_is_critical() {
 
 #[test]
 fn a_vulnerable_server_is_caught_by_its_payloads() {
-    let r = json_report("vulnerable.py");
-    let f = r["findings"].as_array().unwrap();
-    let ci = f
-        .iter()
-        .find(|f| f["category"] == "command_injection")
-        .expect("command injection");
-    assert_eq!(ci["tool"], "ping");
-    assert_eq!(ci["severity"], "critical");
-    let pt = f
-        .iter()
-        .find(|f| f["category"] == "path_traversal")
-        .expect("path traversal");
-    assert_eq!(pt["tool"], "read_note");
-    // read_note is not injectable, ping does not traverse.
-    assert!(
-        !f.iter()
-            .any(|x| x["category"] == "command_injection" && x["tool"] == "read_note")
-    );
-    assert!(
-        !f.iter()
-            .any(|x| x["category"] == "path_traversal" && x["tool"] == "ping")
-    );
-    evidence_exists(&r);
+    // The same two flaws, in Python and in Node.
+    for fixture in ["vulnerable.py", "vulnerable.js"] {
+        let r = json_report(fixture);
+        let f = r["findings"].as_array().unwrap();
+        let ci = f
+            .iter()
+            .find(|f| f["category"] == "command_injection")
+            .expect("command injection");
+        assert_eq!(ci["tool"], "ping");
+        assert_eq!(ci["severity"], "critical");
+        let pt = f
+            .iter()
+            .find(|f| f["category"] == "path_traversal")
+            .expect("path traversal");
+        assert_eq!(pt["tool"], "read_note");
+        // read_note is not injectable, ping does not traverse.
+        assert!(
+            !f.iter()
+                .any(|x| x["category"] == "command_injection" && x["tool"] == "read_note")
+        );
+        assert!(
+            !f.iter()
+                .any(|x| x["category"] == "path_traversal" && x["tool"] == "ping")
+        );
+        evidence_exists(&r);
+    }
 }
 
 #[test]
@@ -206,7 +209,50 @@ fn poisoned_metadata_and_a_rug_pull_are_caught() {
             "{poison}"
         );
     }
+    // The multiply tool's description gives orders about another server's send_email tool.
+    let shadow = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["category"] == "tool_poisoning" && f["tool"] == "multiply")
+        .expect("shadowing is tool poisoning");
+    assert!(
+        shadow["message"].as_str().unwrap().contains("shadowing"),
+        "{shadow}"
+    );
+    assert!(
+        !shadow["message"]
+            .as_str()
+            .unwrap()
+            .contains("instruction_block"),
+        "{shadow}"
+    );
     evidence_exists(&r);
+
+    // Node: the same metadata checks.
+    let r = json_report("poisoned.js");
+    let rows: Vec<(String, String)> = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["category"] == "tool_poisoning")
+        .map(|f| {
+            (
+                f["tool"].as_str().unwrap().to_owned(),
+                f["message"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert!(
+        rows.iter()
+            .any(|(t, m)| t == "add" && m.contains("instruction_block")),
+        "{rows:?}"
+    );
+    assert!(
+        rows.iter()
+            .any(|(t, m)| t == "multiply" && m.contains("shadowing")),
+        "{rows:?}"
+    );
 }
 
 #[test]
