@@ -83,8 +83,10 @@ struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    fn record(&self, kind: EventKind, data: Value) -> Option<u64> {
-        self.link.record(kind, data).ok().flatten()
+    /// Record an observation of the harness (without waiting: it is in the sequence before
+    /// the next window switch, which is waited for).
+    fn record(&self, kind: EventKind, data: Value) {
+        let _ = self.link.note(kind, data);
     }
 
     fn progress(&self, line: &str) {
@@ -202,6 +204,7 @@ pub fn run(
     argv: &[String],
     settings: &Settings,
 ) -> Result<(Session, Vec<Event>)> {
+    let begun = Instant::now();
     let mut policy = policy.clone();
     policy.initial_window = Some("startup".into());
     let mut running = jail
@@ -249,10 +252,14 @@ pub fn run(
     if let Err(e) = result {
         ctx.session.aborted = Some(format!("{e:#}"));
     }
+    let phase = |what: &str| tracing::debug!(ms = begun.elapsed().as_millis(), "{what}");
+    phase("session over");
     let _ = link.window(None);
     running.kill();
     let _ = running.wait();
+    phase("server gone");
     link.wait_closed(Duration::from_secs(10));
+    phase("trace closed");
     let mut session = ctx.session;
     session.stderr = err_thread.join().unwrap_or_default();
     if settings.progress {
@@ -304,6 +311,7 @@ async fn session(
         EventKind::McpTiming,
         json!({ "phase": "initialize", "ms": init_ms }),
     );
+    tracing::debug!(init_ms, "initialized");
     ctx.progress("listing tools");
     let started = Instant::now();
     let listed = tokio::time::timeout(
@@ -412,6 +420,7 @@ async fn session(
             }
         }
     }
+    tracing::debug!("calls done");
     // The same lists again: did anything change behind our back?
     ctx.progress("listing tools again");
     if let Ok(Ok(again)) = tokio::time::timeout(
@@ -441,7 +450,9 @@ async fn session(
     {
         record_changes(ctx, "resource", &resources_first, &as_values(&again));
     }
+    tracing::debug!("lists done");
     let _ = tokio::time::timeout(Duration::from_secs(2), client.cancel()).await;
+    tracing::debug!("client closed");
     Ok(())
 }
 
@@ -502,17 +513,17 @@ async fn call(
     } else {
         arguments.clone()
     };
-    let id = ctx.record(
+    ctx.session.call_seq += 1;
+    let fallback = format!("tool_call:unrecorded-{}", ctx.session.call_seq);
+    // The call event and its window, in one round trip.
+    let id = ctx.link.record_then_window(
         EventKind::McpToolCall,
         json!({ "tool": tool, "kind": kind, "arguments": shown, "param": payload.map(|(p, _)| p) }),
-    );
-    ctx.session.call_seq += 1;
-    let window = match id {
-        Some(id) => format!("tool_call:{id}"),
-        None => format!("tool_call:unrecorded-{}", ctx.session.call_seq),
-    };
+        "tool_call:",
+        &fallback,
+    )?;
+    let window = id.map_or(fallback, |id| format!("tool_call:{id}"));
     ctx.session.windows.insert(window.clone(), tool.to_owned());
-    ctx.link.window(Some(&window))?;
     let mut params = CallToolRequestParams::new(tool.to_owned());
     params.arguments = arguments.as_object().cloned();
     let started = Instant::now();
@@ -563,7 +574,7 @@ async fn call(
         );
     }
     if let Some((param, p)) = payload {
-        let events = ctx.link.events();
+        let events = ctx.link.events_after(id.unwrap_or(0));
         let in_window: Vec<&Event> = events
             .iter()
             .filter(|e| e.triggered_by.as_deref() == Some(window.as_str()))

@@ -338,9 +338,53 @@ impl TraceLink {
             .map(|state| state.last_record)
     }
 
+    /// Record an event of the caller's own and open the window `PREFIX<its id>` (or
+    /// `fallback` when it was dropped at the cap), in one round trip; returns the id.
+    pub fn record_then_window(
+        &self,
+        kind: warden_events::EventKind,
+        data: serde_json::Value,
+        prefix: &str,
+        fallback: &str,
+    ) -> Result<Option<u64>, JailError> {
+        let line = serde_json::json!({
+            "record": { "kind": kind, "data": data },
+            "then_window": prefix,
+            "fallback": fallback,
+        })
+        .to_string();
+        self.round_trip(&line, |s| s.records)
+            .map(|state| state.last_record)
+    }
+
+    /// Record an event of the caller's own without waiting for its id: it lands in the
+    /// sequence before anything the caller asks for next.
+    pub fn note(
+        &self,
+        kind: warden_events::EventKind,
+        data: serde_json::Value,
+    ) -> Result<(), JailError> {
+        let line = serde_json::json!({ "record": { "kind": kind, "data": data }, "quiet": true })
+            .to_string();
+        let mut w = self
+            .writer
+            .lock()
+            .map_err(|_| JailError::Protocol("trace link poisoned"))?;
+        w.write_all(line.as_bytes())
+            .and_then(|()| w.write_all(b"\n"))
+            .map_err(|_| JailError::Protocol("the run is over"))
+    }
+
     /// The events received so far.
     pub fn events(&self) -> Vec<warden_events::Event> {
         self.lock().events.clone()
+    }
+
+    /// The events received so far whose id is greater than `id` (events arrive in id order).
+    pub fn events_after(&self, id: u64) -> Vec<warden_events::Event> {
+        let s = self.lock();
+        let start = s.events.partition_point(|e| e.id <= id);
+        s.events[start..].to_vec()
     }
 
     /// Events dropped at the cap (by the tracer or by this link).

@@ -105,7 +105,10 @@ pub struct Observer<'a> {
     pub sink: Option<Sink>,
     /// Where the caller opens and closes attribution windows: one JSON object per line,
     /// `{"window": "tool_call:3"}` or `{"window": null}`. Each is acknowledged on the sink
-    /// once every later event is attributed to it.
+    /// once every later event is attributed to it. The caller's own events come the same way:
+    /// `{"record": {"kind": K, "data": D}}` (the id comes back as `{"recorded": ID}`), with
+    /// `"quiet": true` (no answer) or `"then_window": "tool_call:"` (that window, named after
+    /// the new id, opens next).
     pub control: Option<BorrowedFd<'a>>,
 }
 
@@ -604,13 +607,24 @@ fn read_control(t: &mut Tracing, fd: BorrowedFd<'_>) -> bool {
             }
             // The caller's own observations (the detonation harness's protocol events) join
             // the same numbered, windowed sequence; the id comes back on the sink.
+            // With `then_window: PREFIX`, the window `PREFIX<id>` (or `fallback` past the cap)
+            // opens right after; with `quiet: true`, no id comes back (the caller does not wait).
             Ok(v) if v.get("record").is_some() => {
                 let kind = serde_json::from_value(v["record"]["kind"].clone());
                 let id = kind.ok().and_then(|kind| {
                     let data = v["record"]["data"].clone();
                     t.hub.record(kind, None, data)
                 });
-                t.hub.announce(&serde_json::json!({ "recorded": id }));
+                if let Some(prefix) = v["then_window"].as_str() {
+                    let name = match id {
+                        Some(id) => format!("{prefix}{id}"),
+                        None => v["fallback"].as_str().unwrap_or(prefix).to_owned(),
+                    };
+                    t.hub.set_window(Some(name.chars().take(200).collect()));
+                }
+                if v["quiet"] != true {
+                    t.hub.announce(&serde_json::json!({ "recorded": id }));
+                }
             }
             _ => tracing::debug!("ignoring a malformed control line"),
         }

@@ -72,12 +72,15 @@ pub fn local_hooks(dir: &Path) -> Vec<Value> {
         .collect()
 }
 
-/// Plan the install of the folder `host`, which the jail sees at `inside`.
+/// Plan the install of the folder `host`, which the jail sees at `inside`. The host's pip is
+/// asked for its index only when there is Python to install.
 pub fn plan(host: &Path, inside: &Path, mode: Mode) -> Plan {
-    plan_with(host, inside, mode, &PipIndex::configured(Path::new("pip3")))
+    plan_with(host, inside, mode, || {
+        PipIndex::configured(Path::new("pip3"))
+    })
 }
 
-fn plan_with(host: &Path, inside: &Path, mode: Mode, index: &PipIndex) -> Plan {
+fn plan_with(host: &Path, inside: &Path, mode: Mode, index: impl FnOnce() -> PipIndex) -> Plan {
     let mut plan = Plan::default();
     let mut steps = Vec::new();
     if mode == Mode::Fetched {
@@ -95,14 +98,20 @@ fn plan_with(host: &Path, inside: &Path, mode: Mode, index: &PipIndex) -> Plan {
     );
     plan.hooks.extend(own);
     let inside_q = sh_quote(&inside.display().to_string());
-    let index_opts = index.options();
     let project = ["pyproject.toml", "setup.py"]
         .iter()
         .any(|m| host.join(m).is_file());
+    let requirements = host.join("requirements.txt").is_file();
+    let index = match mode {
+        Mode::Fetched if project || requirements => Some(index()),
+        Mode::Local if project => Some(index()),
+        _ => None,
+    };
+    let index_opts = index.as_ref().map(PipIndex::options).unwrap_or_default();
     let venv = "python3 -m venv /workspace/venv && /workspace/venv/bin/pip install";
     let python = match mode {
         Mode::Fetched if project => Some(format!("{venv} {PIP} {index_opts} {inside_q}")),
-        Mode::Fetched if host.join("requirements.txt").is_file() => Some(format!(
+        Mode::Fetched if requirements => Some(format!(
             "{venv} {PIP} {index_opts} -r {inside_q}/requirements.txt"
         )),
         Mode::Local if project => Some(format!(
@@ -122,7 +131,7 @@ fn plan_with(host: &Path, inside: &Path, mode: Mode, index: &PipIndex) -> Plan {
             }));
         }
         steps.push(format!("{{ {step}; }}"));
-        plan.egress = index.hosts();
+        plan.egress = index.as_ref().map(PipIndex::hosts).unwrap_or_default();
         plan.venv = mode == Mode::Fetched;
     }
     if !steps.is_empty() {
@@ -149,10 +158,6 @@ mod tests {
         d
     }
 
-    fn pypi() -> PipIndex {
-        PipIndex::pypi()
-    }
-
     #[test]
     fn node_hooks_run_in_npm_order_after_the_dependencies() {
         let d = folder(&[
@@ -169,7 +174,7 @@ mod tests {
             d.path(),
             Path::new("/workspace/src"),
             Mode::Fetched,
-            &pypi(),
+            PipIndex::pypi,
         );
         let cmd = &p.command.unwrap()[2];
         assert_eq!(
@@ -184,7 +189,7 @@ mod tests {
         assert_eq!(hooks, ["install", "postinstall", "prepare"]);
         assert!(p.egress.is_empty());
         // A local folder's dependencies were installed by its owner: only its own hooks run.
-        let p = plan_with(d.path(), Path::new("/src"), Mode::Local, &pypi());
+        let p = plan_with(d.path(), Path::new("/src"), Mode::Local, PipIndex::pypi);
         assert!(!p.command.unwrap()[2].contains("rebuild"));
     }
 
@@ -195,7 +200,7 @@ mod tests {
             d.path(),
             Path::new("/workspace/src"),
             Mode::Fetched,
-            &pypi(),
+            PipIndex::pypi,
         );
         let cmd = &p.command.unwrap()[2];
         assert!(cmd.contains("/workspace/venv/bin/pip install"), "{cmd}");
@@ -203,7 +208,12 @@ mod tests {
         assert_eq!(p.egress, ["pypi.org", "files.pythonhosted.org"]);
         assert_eq!(p.hooks[0]["hook"], "setup.py");
 
-        let p = plan_with(d.path(), Path::new("/home/me/srv"), Mode::Local, &pypi());
+        let p = plan_with(
+            d.path(),
+            Path::new("/home/me/srv"),
+            Mode::Local,
+            PipIndex::pypi,
+        );
         let cmd = &p.command.unwrap()[2];
         assert!(
             cmd.contains("cp -r '/home/me/srv'/. /tmp/.warden-build"),
@@ -216,11 +226,11 @@ mod tests {
             r.path(),
             Path::new("/workspace/src"),
             Mode::Fetched,
-            &pypi(),
+            PipIndex::pypi,
         );
         assert!(p.command.unwrap()[2].contains("-r '/workspace/src'/requirements.txt"));
         assert!(p.hooks.is_empty(), "requirements run no project code");
-        let p = plan_with(r.path(), Path::new("/src"), Mode::Local, &pypi());
+        let p = plan_with(r.path(), Path::new("/src"), Mode::Local, PipIndex::pypi);
         assert!(
             p.command.is_none(),
             "a local folder's requirements are its owner's business"
