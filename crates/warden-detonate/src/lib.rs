@@ -5,12 +5,13 @@
 //! session (initialize, lists, every tool with benign and adversarial arguments, the lists
 //! again), each call in its own attribution window; [`metadata`] reads the tools' own
 //! descriptions; [`payloads`] builds and recognises attacks; `warden-rules` turns the events
-//! into findings; [`report`] renders the verdict. The server never runs outside the jail, and
-//! its whole tree is gone when [`detonate`] returns.
+//! into findings; [`report`] renders the verdict and [`html`] draws it as a page. The server
+//! never runs outside the jail, and its whole tree is gone when [`detonate`] returns.
 
 pub mod args;
 pub mod fetch;
 pub mod harness;
+pub mod html;
 pub mod metadata;
 pub mod payloads;
 pub mod report;

@@ -42,8 +42,9 @@ pub struct DetonateArgs {
     /// is the program).
     #[arg(long = "mcp-arg", value_name = "ARG", allow_hyphen_values = true)]
     pub mcp_args: Vec<String>,
-    /// Report format.
-    #[arg(long, value_name = "FORMAT", default_value = "timeline", value_parser = ["timeline", "json", "sarif"])]
+    /// Report format: a terminal timeline, JSON (warden.report/v1), SARIF 2.1.0, or one
+    /// self-contained HTML page.
+    #[arg(long, value_name = "FORMAT", default_value = "timeline", value_parser = ["timeline", "json", "sarif", "html"])]
     pub output: String,
     /// Write the report here instead of stdout.
     #[arg(long, value_name = "FILE")]

@@ -93,6 +93,7 @@ fn detonate(args: &DetonateArgs) -> Result<bool> {
     let text = match args.output.as_str() {
         "json" => serde_json::to_string_pretty(&report)?,
         "sarif" => serde_json::to_string_pretty(&report.sarif(&rules))?,
+        "html" => warden_detonate::html::html(&report),
         _ => report.timeline(args.out.is_none() && std::io::stdout().is_terminal()),
     };
     match &args.out {

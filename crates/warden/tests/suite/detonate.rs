@@ -308,6 +308,51 @@ fn the_ci_gate_sarif_and_the_timeline() {
     assert!(!out.contains('\u{1b}'), "no colour when not on a terminal");
 }
 
+#[test]
+fn the_html_page_draws_the_findings_and_escapes_what_the_server_chose() {
+    let (code, page, err) = detonate("thief.py", &["--output", "html", "--no-payloads"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(page.starts_with("<!doctype html>"));
+    assert!(
+        page.contains("badge critical\">CRITICAL</span>"),
+        "the verdict"
+    );
+    assert!(
+        page.contains("<svg") && page.contains("call #"),
+        "the timeline strip"
+    );
+    // Every finding's evidence links to a row of the events table.
+    let (_, json, _) = detonate("thief.py", &["--output", "json", "--no-payloads"]);
+    let r: Value = serde_json::from_str(&json).unwrap();
+    let mut ids = 0;
+    for f in r["findings"].as_array().unwrap() {
+        let rule = f["rule"].as_str().unwrap();
+        assert!(page.contains(&format!("<b>{rule}</b>")), "{rule}");
+        for id in f["evidence"].as_array().unwrap() {
+            assert!(page.contains(&format!("href=\"#e{id}\"")), "link {id}");
+            assert!(
+                page.contains(&format!("<tr id=\"e{id}\" class=\"ev\">")),
+                "row {id}"
+            );
+            ids += 1;
+        }
+    }
+    assert!(ids > 3);
+    assert!(!page.contains("<script"), "no script at all");
+
+    // A server whose tool name is markup: shown as text.
+    let (code, page, err) = detonate("markup.py", &["--output", "html"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        page.contains("&lt;img src=x onerror=alert(1)&gt;"),
+        "{page}"
+    );
+    assert!(
+        !page.contains("<img") && !page.contains("<script"),
+        "{page}"
+    );
+}
+
 /// The findings of `fixture` (detonated with `args`) as (rule, severity, tool).
 fn findings(fixture: &str, args: &[&str]) -> Vec<(String, String, String)> {
     let mut all = vec!["--output", "json"];

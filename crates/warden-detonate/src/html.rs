@@ -1,0 +1,272 @@
+//! The report as one self-contained HTML page: the verdict, the findings with their evidence,
+//! and the timeline drawn as a strip (install, start-up and each tool call as bands, evidence
+//! as marks) above the table of every event.
+//!
+//! Guarantees: no script, no external resource (it opens offline and runs nothing); every
+//! string the server or the package chose is HTML-escaped and has control and invisible
+//! characters written out ([`crate::report::clean`]), so a hostile tool description cannot
+//! inject markup into the page.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt::Write;
+
+use warden_events::{Event, EventKind, Severity};
+
+use crate::report::{Report, clean};
+
+/// `s` cleaned and escaped for HTML text and attribute values.
+pub fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in clean(s).chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn name_of<T: serde::Serialize>(v: T) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+fn severity_class(s: Severity) -> &'static str {
+    match s {
+        Severity::Critical => "critical",
+        Severity::High => "high",
+        Severity::Medium => "medium",
+        Severity::Low => "low",
+        Severity::Info => "info",
+    }
+}
+
+const STYLE: &str = "body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;\
+color:#1d1d1f;padding:0 1em}h1{font-size:1.4em}h2{font-size:1.15em;margin-top:2em}\
+.badge{display:inline-block;padding:.15em .6em;border-radius:.3em;color:#fff;font-weight:600}\
+.critical{background:#7b1fa2}.high{background:#c62828}.medium{background:#ef6c00}\
+.low{background:#00838f}.info,.pass{background:#607d8b}.pass{background:#2e7d32}\
+table{border-collapse:collapse;width:100%;font-size:12px}td,th{border-bottom:1px solid #ddd;\
+padding:.25em .5em;text-align:left;vertical-align:top}code,td.d{font-family:ui-monospace,\
+monospace;word-break:break-all}tr.ev{background:#fff3e0}.finding{border-left:4px solid #999;\
+padding:.3em .8em;margin:.8em 0}.finding p{margin:.2em 0}.muted{color:#666}\
+svg{width:100%;height:auto;border:1px solid #ddd}";
+
+/// The page.
+pub fn html(r: &Report) -> String {
+    let mut o = String::new();
+    let verdict = name_of(r.verdict);
+    let _ = write!(
+        o,
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <title>warden detonate: {}</title><style>{STYLE}</style></head><body>\n",
+        esc(&r.target)
+    );
+    let _ = write!(
+        o,
+        "<h1>warden detonate <code>{}</code></h1>\n<p><span class=\"badge {}\">{}</span> \
+         score {}/100 · {} findings · {} tools · {} calls ({} accepted) · {} events · {} ms · \
+         warden {}</p>\n",
+        esc(&r.target),
+        verdict.to_ascii_lowercase(),
+        esc(&verdict),
+        r.score,
+        r.findings.len(),
+        r.tools.len(),
+        r.harness["calls"],
+        r.harness["accepted"],
+        r.events.len(),
+        r.duration_ms,
+        esc(r.warden_version)
+    );
+    let evidence: HashSet<u64> = r.findings.iter().flat_map(|f| f.evidence.clone()).collect();
+    findings(&mut o, r);
+    tools(&mut o, r);
+    o.push_str("<h2>Timeline</h2>\n");
+    strip(&mut o, &r.events, &evidence);
+    events(&mut o, &r.events, &evidence);
+    o.push_str("</body></html>\n");
+    o
+}
+
+fn findings(o: &mut String, r: &Report) {
+    o.push_str("<h2>Findings</h2>\n");
+    if r.findings.is_empty() {
+        o.push_str("<p>No findings.</p>\n");
+    }
+    for f in &r.findings {
+        let sev = severity_class(f.severity);
+        let tool = f
+            .tool
+            .as_ref()
+            .map(|t| format!(" · tool <code>{}</code>", esc(t)))
+            .unwrap_or_default();
+        let links: Vec<String> = f
+            .evidence
+            .iter()
+            .map(|id| format!("<a href=\"#e{id}\">#{id}</a>"))
+            .collect();
+        let _ = write!(
+            o,
+            "<div class=\"finding\"><p><span class=\"badge {sev}\">{}</span> <b>{}</b> \
+             <span class=\"muted\">{}{tool}</span></p><p>{}</p><p class=\"muted\">{}</p>\
+             <p>evidence: {}</p></div>\n",
+            esc(&sev.to_ascii_uppercase()),
+            esc(&f.rule),
+            esc(&name_of(f.category)),
+            esc(&f.message),
+            esc(&f.recommendation),
+            links.join(" ")
+        );
+    }
+}
+
+fn tools(o: &mut String, r: &Report) {
+    let _ = write!(
+        o,
+        "<h2>Tools</h2>\n<table><tr><th>name</th><th>annotations</th>\
+         <th>description sha-256</th></tr>\n"
+    );
+    for t in &r.tools {
+        let annotations = t.get("annotations").map(ToString::to_string);
+        let _ = writeln!(
+            o,
+            "<tr><td><code>{}</code></td><td class=\"d\">{}</td><td class=\"d\">{}</td></tr>",
+            esc(t["name"].as_str().unwrap_or("?")),
+            esc(annotations
+                .as_deref()
+                .filter(|a| *a != "null")
+                .unwrap_or("")),
+            esc(t["description_sha256"].as_str().unwrap_or(""))
+        );
+    }
+    o.push_str("</table>\n");
+}
+
+/// The spans to draw: the install and start-up windows (first to last event in them) and each
+/// tool call (its `mcp.tool_call` event to its `mcp.timing`), in time order.
+fn spans(events: &[Event]) -> Vec<(String, u64, u64)> {
+    let mut phases: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+    let mut calls: BTreeMap<u64, (String, u64, u64)> = BTreeMap::new();
+    for e in events {
+        if let Some(w @ ("install" | "startup")) = e.triggered_by.as_deref() {
+            let s = phases.entry(w).or_insert((e.t_ms, e.t_ms));
+            s.1 = s.1.max(e.t_ms);
+        }
+        match e.kind {
+            EventKind::McpToolCall => {
+                let tool = e.data["tool"].as_str().unwrap_or("?");
+                calls.insert(e.id, (format!("call #{} {tool}", e.id), e.t_ms, e.t_ms));
+            }
+            EventKind::McpTiming => {
+                if let Some(c) = e.data["call"].as_u64().and_then(|id| calls.get_mut(&id)) {
+                    c.2 = c.2.max(e.t_ms);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut list: Vec<(String, u64, u64)> = phases
+        .into_iter()
+        .map(|(w, (a, b))| (w.to_owned(), a, b))
+        .chain(calls.into_values())
+        .collect();
+    list.sort_by_key(|s| s.1);
+    list
+}
+
+/// The timeline strip: bands for the windows, a mark per evidence event.
+fn strip(o: &mut String, events: &[Event], evidence: &HashSet<u64>) {
+    const W: u64 = 1000;
+    let end = events.iter().map(|e| e.t_ms).max().unwrap_or(0).max(1);
+    let x = |t: u64| t.saturating_mul(W) / end;
+    let _ = write!(
+        o,
+        "<svg viewBox=\"0 0 {W} 60\" role=\"img\" aria-label=\"timeline\">\n"
+    );
+    for (w, a, b) in spans(events) {
+        let colour = if w == "install" {
+            "#ffe0b2"
+        } else if w == "startup" {
+            "#c8e6c9"
+        } else {
+            "#bbdefb"
+        };
+        let width = (x(b) - x(a)).max(1);
+        let _ = writeln!(
+            o,
+            "<rect x=\"{}\" y=\"8\" width=\"{width}\" height=\"30\" fill=\"{colour}\" \
+             stroke=\"#90a4ae\" stroke-width=\"0.3\"><title>{}: {a}–{b} ms</title></rect>",
+            x(a),
+            esc(&w)
+        );
+    }
+    for e in events.iter().filter(|e| evidence.contains(&e.id)) {
+        let _ = writeln!(
+            o,
+            "<a href=\"#e{id}\"><line x1=\"{t}\" x2=\"{t}\" y1=\"4\" y2=\"42\" stroke=\"#c62828\" \
+             stroke-width=\"2\"><title>#{id} {} at {} ms</title></line></a>",
+            esc(&name_of(e.kind)),
+            e.t_ms,
+            id = e.id,
+            t = x(e.t_ms)
+        );
+    }
+    let _ = write!(
+        o,
+        "<text x=\"2\" y=\"56\" font-size=\"10\">0 ms</text><text x=\"{W}\" y=\"56\" \
+         font-size=\"10\" text-anchor=\"end\">{end} ms</text></svg>\n<p class=\"muted\">\
+         Bands: install (orange), start-up (green), tool calls (blue). Red marks: evidence.</p>\n"
+    );
+}
+
+/// Every event, evidence highlighted; the data shown up to 300 characters.
+fn events(o: &mut String, events: &[Event], evidence: &HashSet<u64>) {
+    let _ = write!(
+        o,
+        "<details{}><summary>All {} events</summary>\n<table><tr><th>#</th><th>ms</th>\
+         <th>kind</th><th>window</th><th>pid</th><th>data</th></tr>\n",
+        if events.len() <= 200 { " open" } else { "" },
+        events.len()
+    );
+    for e in events {
+        let data: String = e.data.to_string().chars().take(300).collect();
+        let _ = writeln!(
+            o,
+            "<tr id=\"e{id}\"{cls}><td>{id}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+             <td class=\"d\">{}</td></tr>",
+            e.t_ms,
+            esc(&name_of(e.kind)),
+            esc(e.triggered_by.as_deref().unwrap_or("")),
+            e.pid.map(|p| p.to_string()).unwrap_or_default(),
+            esc(&data),
+            id = e.id,
+            cls = if evidence.contains(&e.id) {
+                " class=\"ev\""
+            } else {
+                ""
+            },
+        );
+    }
+    o.push_str("</table></details>\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_text_cannot_become_markup() {
+        assert_eq!(
+            esc("<script>alert('x')</script> & \"q\""),
+            "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;q&quot;"
+        );
+        assert_eq!(esc("a\u{202e}b"), "a\\u{202e}b");
+    }
+}
