@@ -112,11 +112,11 @@ fn findings(o: &mut String, r: &Report) {
             .iter()
             .map(|id| format!("<a href=\"#e{id}\">#{id}</a>"))
             .collect();
-        let _ = write!(
+        let _ = writeln!(
             o,
             "<div class=\"finding\"><p><span class=\"badge {sev}\">{}</span> <b>{}</b> \
              <span class=\"muted\">{}{tool}</span></p><p>{}</p><p class=\"muted\">{}</p>\
-             <p>evidence: {}</p></div>\n",
+             <p>evidence: {}</p></div>",
             esc(&sev.to_ascii_uppercase()),
             esc(&f.rule),
             esc(&name_of(f.category)),
@@ -186,9 +186,9 @@ fn strip(o: &mut String, events: &[Event], evidence: &HashSet<u64>) {
     const W: u64 = 1000;
     let end = events.iter().map(|e| e.t_ms).max().unwrap_or(0).max(1);
     let x = |t: u64| t.saturating_mul(W) / end;
-    let _ = write!(
+    let _ = writeln!(
         o,
-        "<svg viewBox=\"0 0 {W} 60\" role=\"img\" aria-label=\"timeline\">\n"
+        "<svg viewBox=\"0 0 {W} 60\" role=\"img\" aria-label=\"timeline\">"
     );
     for (w, a, b) in spans(events) {
         let colour = if w == "install" {
