@@ -44,19 +44,7 @@ pub(super) fn fetch(spec: &str) -> Result<Fetched> {
         }
     }
     if npm_dependencies(&src)?.is_some_and(|n| n > 0) {
-        run(
-            Command::new("npm")
-                .args([
-                    "install",
-                    "--ignore-scripts",
-                    "--no-audit",
-                    "--no-fund",
-                    "--silent",
-                    "--prefix",
-                ])
-                .arg(&src),
-            "npm install --ignore-scripts (the repository's dependencies)",
-        )?;
+        super::npm::install_without_scripts(&src, None)?;
     }
     let inside = Path::new("/workspace/src");
     let plan = project::plan(&src, inside, Mode::Fetched);

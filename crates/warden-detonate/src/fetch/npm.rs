@@ -51,23 +51,27 @@ pub(super) fn npm_hooks(modules: &Path) -> Vec<Value> {
     out
 }
 
+/// `npm install --ignore-scripts` into `prefix`: `spec` (a checked package spec), or the
+/// dependencies of the `package.json` there. No package code runs (and no git: see `quiet`).
+pub(super) fn install_without_scripts(prefix: &Path, spec: Option<&str>) -> Result<()> {
+    let mut npm = Command::new("npm");
+    npm.args([
+        "install",
+        "--ignore-scripts",
+        "--no-audit",
+        "--no-fund",
+        "--silent",
+        "--prefix",
+    ])
+    .arg(prefix)
+    .args(spec);
+    run(&mut npm, "npm install --ignore-scripts")
+}
+
 pub(super) fn fetch(spec: &str) -> Result<Fetched> {
     let spec = checked(spec, true)?;
     let ws = workspace()?;
-    run(
-        Command::new("npm")
-            .args([
-                "install",
-                "--ignore-scripts",
-                "--no-audit",
-                "--no-fund",
-                "--silent",
-                "--prefix",
-            ])
-            .arg(ws.path())
-            .arg(spec),
-        "npm install --ignore-scripts",
-    )?;
+    install_without_scripts(ws.path(), Some(spec))?;
     // The package's own name: a version suffix after the last `@` that is not the scope's.
     let name = match spec.rfind('@') {
         Some(i) if i > 0 => &spec[..i],

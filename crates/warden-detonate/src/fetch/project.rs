@@ -158,6 +158,10 @@ mod tests {
         d
     }
 
+    fn plan_of(host: &Path, inside: &str, mode: Mode) -> Plan {
+        plan_with(host, Path::new(inside), mode, PipIndex::pypi)
+    }
+
     #[test]
     fn node_hooks_run_in_npm_order_after_the_dependencies() {
         let d = folder(&[
@@ -170,12 +174,7 @@ mod tests {
                 r#"{"name":"dep","scripts":{"install":"node-gyp rebuild"}}"#,
             ),
         ]);
-        let p = plan_with(
-            d.path(),
-            Path::new("/workspace/src"),
-            Mode::Fetched,
-            PipIndex::pypi,
-        );
+        let p = plan_of(d.path(), "/workspace/src", Mode::Fetched);
         let cmd = &p.command.unwrap()[2];
         assert_eq!(
             cmd,
@@ -189,31 +188,21 @@ mod tests {
         assert_eq!(hooks, ["install", "postinstall", "prepare"]);
         assert!(p.egress.is_empty());
         // A local folder's dependencies were installed by its owner: only its own hooks run.
-        let p = plan_with(d.path(), Path::new("/src"), Mode::Local, PipIndex::pypi);
+        let p = plan_of(d.path(), "/src", Mode::Local);
         assert!(!p.command.unwrap()[2].contains("rebuild"));
     }
 
     #[test]
     fn python_projects_are_built_with_the_index_reachable() {
         let d = folder(&[("setup.py", "from setuptools import setup; setup()")]);
-        let p = plan_with(
-            d.path(),
-            Path::new("/workspace/src"),
-            Mode::Fetched,
-            PipIndex::pypi,
-        );
+        let p = plan_of(d.path(), "/workspace/src", Mode::Fetched);
         let cmd = &p.command.unwrap()[2];
         assert!(cmd.contains("/workspace/venv/bin/pip install"), "{cmd}");
         assert!(cmd.ends_with("'/workspace/src'; }; }"), "{cmd}");
         assert_eq!(p.egress, ["pypi.org", "files.pythonhosted.org"]);
         assert_eq!(p.hooks[0]["hook"], "setup.py");
 
-        let p = plan_with(
-            d.path(),
-            Path::new("/home/me/srv"),
-            Mode::Local,
-            PipIndex::pypi,
-        );
+        let p = plan_of(d.path(), "/home/me/srv", Mode::Local);
         let cmd = &p.command.unwrap()[2];
         assert!(
             cmd.contains("cp -r '/home/me/srv'/. /tmp/.warden-build"),
@@ -222,15 +211,10 @@ mod tests {
         assert!(cmd.contains("pip wheel"), "{cmd}");
 
         let r = folder(&[("requirements.txt", "mcp\n"), ("server.py", "")]);
-        let p = plan_with(
-            r.path(),
-            Path::new("/workspace/src"),
-            Mode::Fetched,
-            PipIndex::pypi,
-        );
+        let p = plan_of(r.path(), "/workspace/src", Mode::Fetched);
         assert!(p.command.unwrap()[2].contains("-r '/workspace/src'/requirements.txt"));
         assert!(p.hooks.is_empty(), "requirements run no project code");
-        let p = plan_with(r.path(), Path::new("/src"), Mode::Local, PipIndex::pypi);
+        let p = plan_of(r.path(), "/src", Mode::Local);
         assert!(
             p.command.is_none(),
             "a local folder's requirements are its owner's business"
