@@ -20,7 +20,7 @@ pub mod target;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use serde_json::json;
 use warden_events::EventKind;
 use warden_jail::{Bind, Jail, Policy};
@@ -86,6 +86,9 @@ pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_ru
         .unwrap_or(u64::MAX)
         .saturating_add(30_000);
     let mut installed = None;
+    // Why the server cannot be started after an install that ran (the report still says what
+    // the install did).
+    let mut unstartable = None;
     let resolved = match &fetched {
         Some(f) => {
             policy.workspace = Some(f.workspace.path().to_path_buf());
@@ -97,11 +100,11 @@ pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_ru
                 p.egress.clone_from(&f.egress);
                 let done = harness::install(jail, &p, cmd, &f.hooks, options.budget)?;
                 if done.exit_code != Some(0) && f.entry.needs_venv() {
-                    bail!(
+                    unstartable = Some(format!(
                         "the install failed in the sandbox (exit {:?}): {}",
                         done.exit_code,
                         last_lines(&done.stderr, 6)
-                    );
+                    ));
                 }
                 installed = Some(done);
             }
@@ -112,9 +115,18 @@ pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_ru
                 format!("/workspace/venv/bin:/workspace/node_modules/.bin:{path}"),
             );
             if options.command.is_empty() {
+                let argv = match (&unstartable, f.entry.argv(f.workspace.path())) {
+                    (None, Ok(argv)) => argv,
+                    (Some(_), _) => Vec::new(),
+                    (None, Err(e)) if installed.is_some() => {
+                        unstartable = Some(format!("{e:#}"));
+                        Vec::new()
+                    }
+                    (None, Err(e)) => return Err(e),
+                };
                 target::Resolved {
                     display: options.target.clone().unwrap_or_default(),
-                    argv: f.entry.argv(f.workspace.path())?,
+                    argv,
                     source: None,
                     location: f.location.clone(),
                 }
@@ -180,8 +192,15 @@ pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_ru
         adversarial: options.adversarial,
         progress: options.progress,
     };
-    let (mut session, session_events) =
-        harness::run(jail, &policy, &resolved.argv, &settings).context("detonation")?;
+    let (mut session, session_events) = match &unstartable {
+        None => harness::run(jail, &policy, &resolved.argv, &settings).context("detonation")?,
+        Some(why) => {
+            if options.progress {
+                eprintln!("warden detonate: {why}");
+            }
+            not_started(why)
+        }
+    };
     let mut events = merge(install_events, session_events, &mut session);
     // The server's own folder is its working area: say so on file events there, for the rules.
     if let Some(src) = &resolved.source {
@@ -243,6 +262,24 @@ pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_ru
         location: resolved.location.clone(),
     };
     Ok((report, rules))
+}
+
+/// The session of a server that could not be started: nothing but an inconclusive `install`
+/// timing, which the rules turn into a high finding (never a silent pass).
+fn not_started(why: &str) -> (harness::Session, Vec<warden_events::Event>) {
+    let session = harness::Session {
+        aborted: Some(why.to_owned()),
+        ..harness::Session::default()
+    };
+    let event = warden_events::Event {
+        id: 1,
+        t_ms: 0,
+        kind: EventKind::McpTiming,
+        pid: None,
+        triggered_by: None,
+        data: json!({ "phase": "install", "inconclusive": true, "error": why }),
+    };
+    (session, vec![event])
 }
 
 /// The last `n` non-empty lines of `text`, joined with ` | `.

@@ -330,3 +330,35 @@ fn an_interrupted_detonation_leaves_no_folder_and_no_process_behind() {
         );
     }
 }
+
+#[test]
+fn a_failed_install_still_gets_a_report_and_is_never_a_pass() {
+    // No such version: the wheel download fails on the host, the in-jail install fails too;
+    // what the install did is still reported, with the detonation inconclusive.
+    let r = json_of(
+        warden_bin(),
+        &["detonate", "--output", "json", "pypi:docopt@9.9.9"],
+    );
+    assert_eq!(r["verdict"], "HIGH", "{}", r["findings"]);
+    assert_eq!(r["findings"][0]["rule"], "inconclusive");
+    assert!(
+        r["findings"][0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("install never succeeded"),
+        "{}",
+        r["findings"][0]
+    );
+    assert_eq!(r["harness"]["install_exit_code"], 1);
+    let aborted = r["harness"]["aborted"].as_str().unwrap();
+    assert!(
+        aborted.contains("docopt==9.9.9"),
+        "pip's own reason: {aborted}"
+    );
+    let events = r["events"].as_array().unwrap();
+    assert!(events.iter().any(|e| e["triggered_by"] == "install"));
+    assert!(
+        !events.iter().any(|e| e["triggered_by"] == "startup"),
+        "no server was started"
+    );
+}
