@@ -139,7 +139,7 @@ impl Stub {
             reply
                 .questions
                 .push(Question::new(q.qname.clone(), q.qtype, q.qclass, false));
-            let mode = if crate::hosts::allowed(&self.egress, &name) {
+            let mode = if crate::hosts::name_allowed(&self.egress, &name) {
                 DnsMode::FakeIp
             } else {
                 self.mode

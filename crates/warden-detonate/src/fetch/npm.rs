@@ -61,6 +61,10 @@ pub(super) fn install_without_scripts(prefix: &Path, spec: Option<&str>) -> Resu
         "--no-audit",
         "--no-fund",
         "--silent",
+        "--omit=dev",
+        "--omit=peer",
+        "--package-lock=false",
+        "--install-links=false",
         "--prefix",
     ])
     .arg(prefix)

@@ -83,10 +83,16 @@ pub fn plan(host: &Path, inside: &Path, mode: Mode) -> Plan {
 fn plan_with(host: &Path, inside: &Path, mode: Mode, index: impl FnOnce() -> PipIndex) -> Plan {
     let mut plan = Plan::default();
     let mut steps = Vec::new();
-    if mode == Mode::Fetched {
-        let deps = npm_hooks(&host.join("node_modules"));
+    // A fetched folder's dependencies were installed one level up (the workspace root).
+    if mode == Mode::Fetched
+        && let (Some(root), Some(inside_root)) = (host.parent(), inside.parent())
+    {
+        let deps = npm_hooks(&root.join("node_modules"));
         if !deps.is_empty() {
-            steps.push("npm rebuild --foreground-scripts".to_owned());
+            steps.push(format!(
+                "npm rebuild --foreground-scripts --prefix {}",
+                sh_quote(&inside_root.display().to_string())
+            ));
             plan.hooks.extend(deps);
         }
     }
@@ -166,7 +172,7 @@ mod tests {
     fn node_hooks_run_in_npm_order_after_the_dependencies() {
         let d = folder(&[
             (
-                "package.json",
+                "src/package.json",
                 r#"{"name":"x","scripts":{"prepare":"node p.js","postinstall":"node it's.js"}}"#,
             ),
             (
@@ -174,11 +180,12 @@ mod tests {
                 r#"{"name":"dep","scripts":{"install":"node-gyp rebuild"}}"#,
             ),
         ]);
-        let p = plan_of(d.path(), "/workspace/src", Mode::Fetched);
+        let src = d.path().join("src");
+        let p = plan_of(&src, "/workspace/src", Mode::Fetched);
         let cmd = &p.command.unwrap()[2];
         assert_eq!(
             cmd,
-            "cd '/workspace/src' && { npm rebuild --foreground-scripts; sh -c 'node it'\\''s.js'; sh -c 'node p.js'; }"
+            "cd '/workspace/src' && { npm rebuild --foreground-scripts --prefix '/workspace'; sh -c 'node it'\\''s.js'; sh -c 'node p.js'; }"
         );
         let hooks: Vec<&str> = p
             .hooks
@@ -188,7 +195,7 @@ mod tests {
         assert_eq!(hooks, ["install", "postinstall", "prepare"]);
         assert!(p.egress.is_empty());
         // A local folder's dependencies were installed by its owner: only its own hooks run.
-        let p = plan_of(d.path(), "/src", Mode::Local);
+        let p = plan_of(&src, "/src", Mode::Local);
         assert!(!p.command.unwrap()[2].contains("rebuild"));
     }
 

@@ -78,6 +78,18 @@ pub(super) struct PipIndex {
     cert: Option<String>,
 }
 
+/// `url` without a `user:password@` part.
+fn without_credentials(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..end].rfind('@') {
+        Some(at) => format!("{scheme}://{}", &rest[at + 1..]),
+        None => url.to_owned(),
+    }
+}
+
 /// PyPI's simple index; its files come from another host.
 const PYPI: &str = "https://pypi.org/simple";
 const PYPI_FILES: &str = "files.pythonhosted.org";
@@ -92,8 +104,10 @@ impl PipIndex {
         }
     }
 
-    /// `PIP_INDEX_URL`, else `pip config get global.index-url`, else PyPI; the CA bundle from
-    /// `PIP_CERT` or pip's configuration when it lies under `/etc/ssl` (bound into the jail).
+    /// `PIP_INDEX_URL`, else `pip config get global.index-url`, else PyPI, without any
+    /// credentials it carries (package code in the jail could read its own command line); the
+    /// CA bundle from `PIP_CERT` or pip's configuration when it lies under `/etc/ssl` (bound
+    /// into the jail).
     pub(super) fn configured(pip: &Path) -> PipIndex {
         let config = |key: &str| {
             Command::new(pip)
@@ -107,9 +121,16 @@ impl PipIndex {
                 .filter(|s| !s.is_empty())
         };
         let from_env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-        let url = from_env("PIP_INDEX_URL")
+        let configured = from_env("PIP_INDEX_URL")
             .or_else(|| config("global.index-url"))
             .unwrap_or_else(|| PYPI.to_owned());
+        let url = without_credentials(&configured);
+        if url != configured {
+            tracing::warn!(
+                "the package index URL's credentials are not handed to package code in the \
+                 sandbox; an index that needs them will refuse the install there"
+            );
+        }
         let cert = from_env("PIP_CERT")
             .or_else(|| config("global.cert"))
             .filter(|c| c.starts_with("/etc/ssl/") && !c.contains(".."));
@@ -118,16 +139,31 @@ impl PipIndex {
 
     /// The index's host, and PyPI's file host when the index is PyPI.
     pub(super) fn hosts(&self) -> Vec<String> {
-        let host = self
-            .url
-            .split_once("://")
-            .map(|(_, rest)| rest)
-            .and_then(|rest| rest.split(['/', '?', '#']).next())
-            .map(|h| h.rsplit('@').next().unwrap_or(h))
-            .map(|h| h.split(':').next().unwrap_or(h).to_ascii_lowercase())
-            .filter(|h| warden_trace::hosts::valid_pattern(h));
-        let mut out: Vec<String> = host.into_iter().collect();
-        if out.iter().any(|h| h == "pypi.org") {
+        let Some((scheme, rest)) = self.url.split_once("://") else {
+            return Vec::new();
+        };
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+        let hostport = authority.rsplit('@').next().unwrap_or(authority);
+        let (host, port) = match hostport.rsplit_once(':') {
+            Some((h, p)) => (h, p.parse::<u16>().ok()),
+            None => (hostport, None),
+        };
+        let port = match (scheme.to_ascii_lowercase().as_str(), port) {
+            (_, Some(p)) => p,
+            ("http", None) => 80,
+            _ => warden_trace::hosts::DEFAULT_PORT,
+        };
+        let host = host.to_ascii_lowercase();
+        let entry = if port == warden_trace::hosts::DEFAULT_PORT {
+            host.clone()
+        } else {
+            format!("{host}:{port}")
+        };
+        if !warden_trace::hosts::valid_pattern(&entry) {
+            return Vec::new();
+        }
+        let mut out = vec![entry];
+        if host == "pypi.org" {
             out.push(PYPI_FILES.to_owned());
         }
         out
@@ -155,9 +191,18 @@ mod tests {
         };
         assert_eq!(index(PYPI).hosts(), ["pypi.org", PYPI_FILES]);
         assert_eq!(
-            index("https://user:pw@Mirror.example.test:8443/simple/").hosts(),
-            ["mirror.example.test"]
+            index("https://Mirror.example.test:8443/simple/").hosts(),
+            ["mirror.example.test:8443"]
         );
+        assert_eq!(
+            index("http://mirror.example.test/simple/").hosts(),
+            ["mirror.example.test:80"]
+        );
+        assert_eq!(
+            without_credentials("https://user:p@ss@mirror.test:8443/simple/?a=b@c"),
+            "https://mirror.test:8443/simple/?a=b@c"
+        );
+        assert_eq!(without_credentials(PYPI), PYPI);
         assert!(index("file:///srv/wheels").hosts().is_empty());
         assert!(
             index("https://10.0.0.1/simple").hosts().is_empty(),

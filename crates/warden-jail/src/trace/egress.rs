@@ -4,11 +4,14 @@
 //! each way, SNI or request line, and a canary scan of the first bytes sent).
 //!
 //! Guarantees: the name comes from the stub's own record of what the program asked for and is
-//! checked against the policy's list ([`warden_trace::hosts`]); it is resolved on the host, and
-//! a name that resolves to a loopback, link-local, unspecified or multicast address is refused,
-//! so an allowlisted name cannot be bent into a path to the host's own services or a cloud
-//! metadata endpoint. Each forward is bounded in bytes and idle time, and ends when the run
-//! stops.
+//! checked, with the port, against the policy's list ([`warden_trace::hosts`]); the program's
+//! first bytes must name that same host (the TLS SNI, or the HTTP `Host`), so a shared front
+//! end cannot be asked for another site; the name is resolved on the host as a fully qualified
+//! name, and an answer that is loopback, link-local, private (RFC 1918, CGNAT, unique-local),
+//! unspecified, multicast or one of the host's own addresses is refused, so an allowlisted name
+//! cannot be bent into a path to the host's own services, its network or a cloud metadata
+//! endpoint. Each forward is bounded in bytes, idle time and connect time, is shut down when
+//! the run stops, and every refusal is recorded.
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
@@ -33,34 +36,95 @@ const IDLE: Duration = Duration::from_secs(120);
 const CONNECT: Duration = Duration::from_secs(10);
 /// How often a blocked copy looks at the stop flag and the idle clock.
 const TICK: Duration = Duration::from_millis(200);
+/// How long the program has to say which host it wants (its ClientHello or request).
+const FIRST: Duration = Duration::from_secs(5);
+/// How long one write to either side may block.
+const WRITE: Duration = Duration::from_secs(10);
+
+/// Whether a real address is one a forward may reach (the host's own addresses are checked
+/// separately).
+fn reachable(ip: IpAddr) -> bool {
+    let v4_bad = |v4: std::net::Ipv4Addr| {
+        let [a, b, ..] = v4.octets();
+        v4.is_loopback()
+            || v4.is_link_local()
+            || v4.is_unspecified()
+            || v4.is_multicast()
+            || v4.is_broadcast()
+            || v4.is_private()
+            || (a == 100 && (64..128).contains(&b)) // CGNAT, 100.64.0.0/10
+            || a == 0
+    };
+    match ip {
+        IpAddr::V4(v4) => !v4_bad(v4),
+        IpAddr::V6(v6) => {
+            let first = v6.segments()[0];
+            let link_local = (first & 0xffc0) == 0xfe80;
+            let site_local = (first & 0xffc0) == 0xfec0;
+            let unique_local = (first & 0xfe00) == 0xfc00;
+            let nat64 = v6.segments()[..6] == [0x64, 0xff9b, 0, 0, 0, 0];
+            !(v6.is_loopback()
+                || v6.is_unspecified()
+                || v6.is_multicast()
+                || link_local
+                || site_local
+                || unique_local
+                || nat64)
+                && v6.to_ipv4_mapped().is_none_or(|v4| !v4_bad(v4))
+        }
+    }
+}
+
+/// The addresses of the host's own interfaces (in the namespace the caller is in).
+fn own_addresses() -> Vec<IpAddr> {
+    nix::ifaddrs::getifaddrs()
+        .map(|list| {
+            list.filter_map(|i| i.address)
+                .filter_map(|a| {
+                    a.as_sockaddr_in()
+                        .map(|v4| IpAddr::V4(v4.ip()))
+                        .or_else(|| a.as_sockaddr_in6().map(|v6| IpAddr::V6(v6.ip())))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Whether the first bytes name `host`: the SNI of a TLS ClientHello, or the `Host` of an HTTP
+/// request (its port dropped).
+fn names_host(first: &[u8], host: &str) -> Result<(), String> {
+    let sniffed = warden_trace::sniff(first);
+    let claimed = match sniffed.protocol {
+        "tls" => sniffed.sni,
+        "http" => sniffed
+            .host
+            .map(|h| h.rsplit_once(':').map_or(h.clone(), |(n, _)| n.to_owned())),
+        _ => None,
+    };
+    let same = |c: &str| {
+        c.trim_end_matches('.')
+            .eq_ignore_ascii_case(host.trim_end_matches('.'))
+    };
+    match claimed {
+        Some(c) if same(&c) => Ok(()),
+        Some(c) => Err(format!("the connection asks for {c:?}, not {host}")),
+        None => Err(format!(
+            "the connection does not name its host ({} without SNI or Host)",
+            sniffed.protocol
+        )),
+    }
+}
 
 /// What every forward shares: the supervisor's network namespace to connect from, the hub, the
-/// run's stop flag and the forwards still running.
+/// run's stop flag, the forwards still running and their sockets (shut down when the run
+/// stops, so no copy outlives it).
 #[derive(Debug)]
 pub struct Forwarder {
     host_ns: OwnedFd,
     hub: Arc<Hub>,
     stop: Arc<AtomicBool>,
     running: Mutex<Vec<std::thread::JoinHandle<()>>>,
-}
-
-/// Whether a real address is one a forward may reach.
-fn reachable(ip: IpAddr) -> bool {
-    let v4_bad = |v4: std::net::Ipv4Addr| {
-        v4.is_loopback()
-            || v4.is_link_local()
-            || v4.is_unspecified()
-            || v4.is_multicast()
-            || v4.is_broadcast()
-    };
-    match ip {
-        IpAddr::V4(v4) => !v4_bad(v4),
-        IpAddr::V6(v6) => {
-            let link_local = (v6.segments()[0] & 0xffc0) == 0xfe80;
-            !(v6.is_loopback() || v6.is_unspecified() || v6.is_multicast() || link_local)
-                && v6.to_ipv4_mapped().is_none_or(|v4| !v4_bad(v4))
-        }
-    }
+    sockets: Mutex<Vec<TcpStream>>,
 }
 
 impl Forwarder {
@@ -72,6 +136,7 @@ impl Forwarder {
             hub,
             stop,
             running: Mutex::new(Vec::new()),
+            sockets: Mutex::new(Vec::new()),
         }
     }
 
@@ -82,9 +147,12 @@ impl Forwarder {
         };
         running.retain(|t| !t.is_finished());
         if running.len() >= MAX_FORWARDS {
-            tracing::debug!(%dest, "too many forwards; refused");
+            drop(running);
+            let why = format!("more than {MAX_FORWARDS} forwards at once");
+            self.record(dest, &host, &[], 0, 0, Some(&why));
             return;
         }
+        self.keep(&inner);
         let me = self.clone();
         let spawned = std::thread::Builder::new()
             .name("warden-egress".into())
@@ -95,8 +163,23 @@ impl Forwarder {
         }
     }
 
-    /// Wait for every forward to end (the run has stopped, so they end within a tick).
+    /// Keep a handle on `s` so [`Forwarder::join`] can shut it down.
+    fn keep(&self, s: &TcpStream) {
+        if let (Ok(mut list), Ok(c)) = (self.sockets.lock(), s.try_clone()) {
+            list.push(c);
+        }
+    }
+
+    /// End every forward (the run has stopped) and wait for them.
     pub fn join(&self) {
+        let sockets = self
+            .sockets
+            .lock()
+            .map(|mut s| std::mem::take(&mut *s))
+            .unwrap_or_default();
+        for s in sockets {
+            let _ = s.shutdown(Shutdown::Both);
+        }
         let all = self
             .running
             .lock()
@@ -110,13 +193,26 @@ impl Forwarder {
     fn connect(&self, host: &str, port: u16) -> Result<TcpStream, String> {
         nix::sched::setns(&self.host_ns, nix::sched::CloneFlags::CLONE_NEWNET)
             .map_err(|e| format!("joining the host's network namespace: {e}"))?;
-        let addrs: Vec<SocketAddr> = (host, port)
+        let deadline = Instant::now() + CONNECT;
+        // Fully qualified first, so the resolver's search list does not get to rewrite it; then
+        // as written (a name from /etc/hosts only resolves that way).
+        let bare = host.trim_end_matches('.');
+        let addrs: Vec<SocketAddr> = (format!("{bare}."), port)
             .to_socket_addrs()
+            .or_else(|_| (bare, port).to_socket_addrs())
             .map_err(|e| format!("resolving {host}: {e}"))?
             .collect();
-        let mut last = format!("{host} resolves to no reachable address");
-        for a in addrs.iter().filter(|a| reachable(a.ip())) {
-            match TcpStream::connect_timeout(a, CONNECT) {
+        let own = own_addresses();
+        let mut last = format!("{host} resolves to no address a forward may reach");
+        for a in addrs
+            .iter()
+            .filter(|a| reachable(a.ip()) && !own.contains(&a.ip()))
+        {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || self.stop.load(Ordering::Acquire) {
+                break;
+            }
+            match TcpStream::connect_timeout(a, left) {
                 Ok(s) => return Ok(s),
                 Err(e) => last = format!("connecting to {a}: {e}"),
             }
@@ -124,15 +220,57 @@ impl Forwarder {
         Err(last)
     }
 
-    fn forward(&self, inner: TcpStream, dest: SocketAddr, host: &str) {
-        let outer = match self.connect(host, dest.port()) {
+    /// The first bytes the program sends (until they name a host, 4 KiB or [`FIRST`]).
+    fn first_bytes(&self, inner: &mut TcpStream) -> Vec<u8> {
+        let _ = inner.set_read_timeout(Some(TICK));
+        let until = Instant::now() + FIRST;
+        let mut first = Vec::new();
+        let mut buf = [0u8; 2048];
+        while first.len() < MAX_CAPTURE
+            && Instant::now() < until
+            && !self.stop.load(Ordering::Acquire)
+        {
+            match inner.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    first.extend_from_slice(&buf[..n.min(MAX_CAPTURE - first.len())]);
+                    let s = warden_trace::sniff(&first);
+                    let complete = s.sni.is_some()
+                        || (s.protocol == "http" && first.windows(4).any(|w| w == b"\r\n\r\n"));
+                    if complete {
+                        break;
+                    }
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock
+                            | std::io::ErrorKind::TimedOut
+                            | std::io::ErrorKind::Interrupted
+                    ) => {}
+                Err(_) => break,
+            }
+        }
+        first
+    }
+
+    fn forward(&self, mut inner: TcpStream, dest: SocketAddr, host: &str) {
+        let first = self.first_bytes(&mut inner);
+        let opened = names_host(&first, host).and_then(|()| self.connect(host, dest.port()));
+        let mut outer = match opened {
             Ok(s) => s,
             Err(e) => {
                 let _ = inner.shutdown(Shutdown::Both);
-                self.record(dest, host, &[], 0, 0, Some(&e));
+                self.record(dest, host, &first, 0, 0, Some(&e));
                 return;
             }
         };
+        self.keep(&outer);
+        if outer.write_all(&first).is_err() {
+            let _ = inner.shutdown(Shutdown::Both);
+            self.record(dest, host, &first, 0, 0, Some("the host closed at once"));
+            return;
+        }
         let clock = Instant::now();
         let last = Arc::new(AtomicU64::new(0));
         let (Ok(inner2), Ok(outer2)) = (inner.try_clone(), outer.try_clone()) else {
@@ -142,10 +280,11 @@ impl Forwarder {
         let back = std::thread::Builder::new()
             .name("warden-egress".into())
             .spawn(move || copy(outer2, inner2, &stop, &last2, clock, None));
-        let mut first = Vec::new();
-        let sent = copy(inner, outer, &self.stop, &last, clock, Some(&mut first));
+        let mut rest = first.clone();
+        let sent =
+            first.len() as u64 + copy(inner, outer, &self.stop, &last, clock, Some(&mut rest));
         let received = back.map_or(0, |t| t.join().unwrap_or(0));
-        self.record(dest, host, &first, sent, received, None);
+        self.record(dest, host, &rest, sent, received, None);
     }
 
     fn record(
@@ -197,7 +336,7 @@ fn copy(
     mut first: Option<&mut Vec<u8>>,
 ) -> u64 {
     let _ = from.set_read_timeout(Some(TICK));
-    let _ = to.set_write_timeout(Some(IDLE));
+    let _ = to.set_write_timeout(Some(WRITE));
     let mut buf = vec![0u8; 64 << 10];
     let mut total = 0u64;
     let now_ms = || u64::try_from(clock.elapsed().as_millis()).unwrap_or(u64::MAX);
@@ -263,11 +402,39 @@ mod tests {
             "fe80::1",
             "::ffff:127.0.0.1",
             "::ffff:169.254.169.254",
+            "10.1.2.3",
+            "172.17.0.1",
+            "192.168.1.1",
+            "100.100.100.200",
+            "fd00:ec2::254",
+            "fec0::1",
+            "64:ff9b::a9fe:a9fe",
+            "0.1.2.3",
         ] {
             assert!(!reachable(ip(bad)), "{bad}");
         }
-        for ok in ["203.0.113.80", "10.1.2.3", "2001:db8::1"] {
+        for ok in [
+            "203.0.113.80",
+            "151.101.0.223",
+            "2001:db8::1",
+            "100.128.0.1",
+        ] {
             assert!(reachable(ip(ok)), "{ok}");
         }
+    }
+
+    #[test]
+    fn the_first_bytes_must_name_the_allowlisted_host() {
+        let get = |host: &str| format!("GET / HTTP/1.1\r\nHost: {host}\r\n\r\n").into_bytes();
+        assert!(names_host(&get("pypi.org"), "pypi.org").is_ok());
+        assert!(names_host(&get("PyPI.org:443"), "pypi.org").is_ok());
+        assert!(names_host(&get("evil.test"), "pypi.org").is_err());
+        assert!(names_host(b"GET / HTTP/1.0\r\n\r\n", "pypi.org").is_err());
+        assert!(
+            names_host(b"\x16\x03\x01", "pypi.org").is_err(),
+            "TLS without SNI"
+        );
+        assert!(names_host(b"SSH-2.0-x\r\n", "pypi.org").is_err());
+        assert!(names_host(b"", "pypi.org").is_err());
     }
 }

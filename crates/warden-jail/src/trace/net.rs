@@ -163,9 +163,9 @@ impl Net {
         self.stub.lock().ok()?.name_of(v4).map(str::to_owned)
     }
 
-    /// Whether connections to `host` are forwarded for real.
-    pub fn allows(&self, host: &str) -> bool {
-        warden_trace::hosts::allowed(&self.egress, host)
+    /// Whether connections to `host` on `port` are forwarded for real.
+    pub fn allows(&self, host: &str, port: u16) -> bool {
+        warden_trace::hosts::allowed(&self.egress, host, port)
     }
 
     /// Stop serving (connections still held and forwards are recorded first).
@@ -323,7 +323,7 @@ impl Serve {
                 continue; // dropped: closed at once
             }
             let dest = stream.local_addr().unwrap_or(dest);
-            if let (Some(f), Some(host)) = (&self.forwarder, self.allowed_host(dest.ip())) {
+            if let (Some(f), Some(host)) = (&self.forwarder, self.allowed_host(dest)) {
                 if stream.set_nonblocking(false).is_ok() {
                     f.start(stream, dest, host);
                 }
@@ -338,12 +338,15 @@ impl Serve {
         }
     }
 
-    /// The allowlisted name a fake address stands for, if any.
-    fn allowed_host(&self, ip: IpAddr) -> Option<String> {
-        let IpAddr::V4(v4) = ip else { return None };
+    /// The allowlisted name a fake address stands for, if a connection to it on that port is
+    /// allowed.
+    fn allowed_host(&self, dest: SocketAddr) -> Option<String> {
+        let IpAddr::V4(v4) = dest.ip() else {
+            return None;
+        };
         let stub = self.stub.lock().ok()?;
         let name = stub.name_of(v4)?;
-        warden_trace::hosts::allowed(&self.egress, name).then(|| name.to_owned())
+        warden_trace::hosts::allowed(&self.egress, name, dest.port()).then(|| name.to_owned())
     }
 
     fn finish(&self, c: Conn) {

@@ -562,7 +562,7 @@ impl Tracer {
             if let (Some(net), Some(addr)) = (&self.net, socket_addr(&data))
                 && let Some(host) = net.host_of(addr.ip())
             {
-                if net.allows(&host) {
+                if net.allows(&host, addr.port()) {
                     data["egress"] = json!("allowed");
                 }
                 data["host"] = json!(host);

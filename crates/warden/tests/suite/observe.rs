@@ -331,10 +331,9 @@ fn an_exec_from_a_second_thread_does_not_blind_the_tracer() {
 }
 
 #[test]
-fn egress_reaches_allowlisted_names_only_and_never_the_hosts_loopback() {
-    // A network of the test's own (`unshare --net --mount`, a veth with 10.99.0.1, /etc/hosts
-    // bound over in that mount namespace only): svc.test is a web server there, loop.test names
-    // 127.0.0.1, other.test is not on the list.
+fn egress_reaches_allowlisted_names_and_ports_only_and_nothing_of_the_hosts() {
+    // Networks of the test's own (`unshare --net --mount`, a server in a second namespace
+    // behind a veth pair, /etc/hosts bound over in that mount namespace only): see egress.sh.
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("events.jsonl");
     let out = std::process::Command::new("unshare")
@@ -351,29 +350,44 @@ fn egress_reaches_allowlisted_names_only_and_never_the_hosts_loopback() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{out:?}");
     assert!(stdout.contains("svc hello-from-svc"), "{stdout}");
-    assert!(stdout.contains("loop failed"), "{stdout}");
-    assert!(stdout.contains("other failed"), "{stdout}");
+    for refused in ["front", "port", "loop", "priv", "self", "other"] {
+        assert!(
+            stdout.contains(&format!("{refused} failed")),
+            "{refused}: {stdout}"
+        );
+    }
     let ev = read_events(&trace);
-    let send = |host: &str| {
-        all(&ev, "net.send")
-            .into_iter()
-            .find(|e| e["data"]["host"] == host)
-            .unwrap_or_else(|| panic!("no net.send for {host}"))
+    let sends: Vec<&Value> = all(&ev, "net.send");
+    let send = |host: &str, port: u64, nth: usize| {
+        sends
+            .iter()
+            .filter(|e| e["data"]["host"] == host && e["data"]["port"] == port)
+            .nth(nth)
+            .copied()
+            .unwrap_or_else(|| panic!("no net.send #{nth} for {host}:{port}"))
     };
-    let svc = send("svc.test");
-    assert_eq!(svc["data"]["captured"], "forwarded");
-    assert_eq!(svc["data"]["egress"], "allowed");
-    assert!(svc["data"]["bytes_received"].as_u64() > Some(100), "{svc}");
-    assert_eq!(svc["data"]["request_line"], "GET /token.txt HTTP/1.1");
-    let loop_ = send("loop.test");
-    assert_eq!(loop_["data"]["bytes_received"], 0, "{loop_}");
+    let ok = send("svc.test", 8080, 0);
+    assert_eq!(ok["data"]["captured"], "forwarded");
+    assert_eq!(ok["data"]["egress"], "allowed");
+    assert!(ok["data"]["bytes_received"].as_u64() > Some(100), "{ok}");
+    assert_eq!(ok["data"]["request_line"], "GET /token.txt HTTP/1.1");
+    assert!(ok["data"]["error"].is_null(), "{ok}");
+    let error = |e: &Value| e["data"]["error"].as_str().unwrap_or_default().to_owned();
+    // A shared front end cannot be asked for another site.
+    let front = send("svc.test", 8080, 1);
     assert!(
-        loop_["data"]["error"]
-            .as_str()
-            .is_some_and(|e| e.contains("no reachable address")),
-        "{loop_}"
+        error(front).contains("asks for \"elsewhere.test\""),
+        "{front}"
     );
-    assert_eq!(send("other.test")["data"]["captured"], "sink");
+    assert_eq!(front["data"]["bytes_received"], 0);
+    // Loopback, private and the host's own addresses are never reached.
+    for host in ["loop.test", "priv.test", "self.test"] {
+        let e = send(host, 8080, 0);
+        assert!(error(e).contains("no address a forward may reach"), "{e}");
+    }
+    // A port that is not listed, and a name that is not, land on the sink.
+    assert_eq!(send("svc.test", 9090, 0)["data"]["captured"], "sink");
+    assert_eq!(send("other.test", 8080, 0)["data"]["captured"], "sink");
     let connect = all(&ev, "net.connect")
         .into_iter()
         .find(|e| e["data"]["host"] == "other.test")
@@ -383,7 +397,14 @@ fn egress_reaches_allowlisted_names_only_and_never_the_hosts_loopback() {
 
 #[test]
 fn egress_entries_must_be_host_names() {
-    for bad in ["10.0.0.1", "*", "a/b", "localhost"] {
+    for bad in [
+        "10.0.0.1",
+        "*",
+        "a/b",
+        "localhost",
+        "x.test:0",
+        "x.test:http",
+    ] {
         let r = warden(&["run", "--egress", bad, "--", "/bin/true"]);
         assert_eq!(r.status, 125, "{bad}: {r:?}");
         assert!(r.stderr.contains("egress entry"), "{bad}: {}", r.stderr);
