@@ -73,9 +73,12 @@ fn a_local_python_projects_build_runs_in_the_jail_and_is_judged() {
     assert!(!folder.join("build").exists());
 }
 
-/// Bare repositories of the given fixture folders, and a git configuration that makes
-/// `https://github.com/warden-fixtures/NAME.git` clone them.
-fn fake_github(repos: &[(&str, &str)]) -> (tempfile::TempDir, std::path::PathBuf) {
+/// A change made to a fixture's copy before it is committed.
+type Patch = fn(&std::path::Path);
+
+/// Bare repositories of the given fixture folders (each changed by its patch), and a git
+/// configuration that makes `https://github.com/warden-fixtures/NAME.git` clone them.
+fn fake_github(repos: &[(&str, &str, Patch)]) -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let git = |args: &[&str], cwd: &std::path::Path| {
         let out = std::process::Command::new("git")
@@ -87,9 +90,10 @@ fn fake_github(repos: &[(&str, &str)]) -> (tempfile::TempDir, std::path::PathBuf
             .unwrap();
         assert!(out.status.success(), "git {args:?}: {out:?}");
     };
-    for (name, fixture) in repos {
+    for (name, fixture, patch) in repos {
         let work = dir.path().join(format!("{name}-work"));
         copy_dir(&fixtures().join(fixture), &work);
+        patch(&work);
         git(&["init", "-q", "-b", "main"], &work);
         git(&["add", "-A"], &work);
         git(&["commit", "-qm", "fixture"], &work);
@@ -119,9 +123,22 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
 
 #[test]
 fn github_clones_are_installed_as_projects() {
+    // The Node repository needs a registry dependency (its server requires it), and carries
+    // what would steer a host-side npm run inside it: a project .npmrc pointing the registry
+    // nowhere.
+    let node: Patch = |w| {
+        let pkg = w.join("package.json");
+        let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&pkg).unwrap()).unwrap();
+        v["dependencies"] = serde_json::json!({ "is-number": "7.0.0" });
+        std::fs::write(&pkg, v.to_string()).unwrap();
+        let server = w.join("server.js");
+        let code = std::fs::read_to_string(&server).unwrap();
+        std::fs::write(&server, format!("require(\"is-number\");\n{code}")).unwrap();
+        std::fs::write(w.join(".npmrc"), "registry=http://127.0.0.1:9/\n").unwrap();
+    };
     let (_keep, config) = fake_github(&[
-        ("left-clock", "mcp/npm-hook"),
-        ("left-calendar", "mcp/py-build-hook"),
+        ("left-clock", "mcp/npm-hook", node),
+        ("left-calendar", "mcp/py-build-hook", |_| {}),
     ]);
     let env = [("GIT_CONFIG_GLOBAL", config.to_str().unwrap())];
     let detonate = |target: &str, wrap: &[&str]| {
@@ -137,8 +154,8 @@ fn github_clones_are_installed_as_projects() {
         let (program, rest) = args.split_first().unwrap();
         json_of_with(program, rest, &env)
     };
-    // Node: the clone needs nothing from a registry, so the whole run is offline.
-    let r = detonate("github:warden-fixtures/left-clock", &["unshare", "--net"]);
+    // Node: the dependency comes from the registry (the clone's .npmrc is not consulted).
+    let r = detonate("github:warden-fixtures/left-clock", &[]);
     let f = rows(&r);
     assert!(
         f.contains(&("install-script".into(), "medium".into())),
@@ -149,7 +166,10 @@ fn github_clones_are_installed_as_projects() {
         "{f:?}"
     );
     assert_eq!(r["harness"]["argv"][1], "/workspace/src/server.js");
-    assert_eq!(r["tools"][0]["name"], "now");
+    assert_eq!(
+        r["tools"][0]["name"], "now",
+        "the server found its dependency"
+    );
 
     // Python: pip installs the clone into the workspace venv (its build requirements come from
     // the index); with no console script, the project's server.py runs on the venv's Python.
