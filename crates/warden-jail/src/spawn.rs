@@ -248,6 +248,41 @@ pub struct Running {
     pub trace: Option<TraceLink>,
 }
 
+/// Longest event data sent on the trace link's control side (the supervisor drops lines over
+/// 1 MiB, and a dropped record would never be answered).
+const MAX_RECORD: usize = 256 << 10;
+/// Strings in event data over the limit are cut to this many characters.
+const CUT_STRING: usize = 4096;
+
+/// `data` as it may travel: unchanged when small enough; else every string cut to
+/// [`CUT_STRING`] characters (marked `truncated`); else only a note of its size.
+fn bounded(data: serde_json::Value) -> serde_json::Value {
+    fn cut(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::String(s) if s.chars().count() > CUT_STRING => {
+                *s = format!("{}…", s.chars().take(CUT_STRING).collect::<String>());
+            }
+            serde_json::Value::Array(a) => a.iter_mut().for_each(cut),
+            serde_json::Value::Object(m) => m.values_mut().for_each(cut),
+            _ => {}
+        }
+    }
+    let size = |v: &serde_json::Value| v.to_string().len();
+    if size(&data) <= MAX_RECORD {
+        return data;
+    }
+    let mut small = data;
+    cut(&mut small);
+    if let serde_json::Value::Object(m) = &mut small {
+        m.insert("truncated".into(), true.into());
+    }
+    if size(&small) <= MAX_RECORD {
+        small
+    } else {
+        serde_json::json!({ "truncated": true, "bytes": size(&small) })
+    }
+}
+
 /// The live side of a traced run started through the helper: events as they happen, the
 /// run's canaries, and attribution windows.
 #[derive(Debug)]
@@ -322,6 +357,7 @@ impl TraceLink {
     /// with `None`. Returns once the tracer has switched: every event after this returns is
     /// attributed to the new window.
     pub fn window(&self, name: Option<&str>) -> Result<(), JailError> {
+        let name: Option<String> = name.map(|n| n.chars().take(200).collect());
         let line = serde_json::json!({ "window": name }).to_string();
         self.round_trip(&line, |s| s.acks).map(drop)
     }
@@ -333,7 +369,8 @@ impl TraceLink {
         kind: warden_events::EventKind,
         data: serde_json::Value,
     ) -> Result<Option<u64>, JailError> {
-        let line = serde_json::json!({ "record": { "kind": kind, "data": data } }).to_string();
+        let line =
+            serde_json::json!({ "record": { "kind": kind, "data": bounded(data) } }).to_string();
         self.round_trip(&line, |s| s.records)
             .map(|state| state.last_record)
     }
@@ -348,7 +385,7 @@ impl TraceLink {
         fallback: &str,
     ) -> Result<Option<u64>, JailError> {
         let line = serde_json::json!({
-            "record": { "kind": kind, "data": data },
+            "record": { "kind": kind, "data": bounded(data) },
             "then_window": prefix,
             "fallback": fallback,
         })
@@ -364,8 +401,9 @@ impl TraceLink {
         kind: warden_events::EventKind,
         data: serde_json::Value,
     ) -> Result<(), JailError> {
-        let line = serde_json::json!({ "record": { "kind": kind, "data": data }, "quiet": true })
-            .to_string();
+        let line =
+            serde_json::json!({ "record": { "kind": kind, "data": bounded(data) }, "quiet": true })
+                .to_string();
         let mut w = self
             .writer
             .lock()
