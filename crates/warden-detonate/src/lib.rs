@@ -282,10 +282,11 @@ fn not_started(why: &str) -> (harness::Session, Vec<warden_events::Event>) {
     (session, vec![event])
 }
 
-/// The last `n` non-empty lines of `text`, joined with ` | `.
+/// The last `n` non-empty lines of `text`, joined with ` | `, with control and invisible
+/// characters written out (the text is a package's).
 fn last_lines(text: &str, n: usize) -> String {
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    lines[lines.len().saturating_sub(n)..].join(" | ")
+    report::clean(&lines[lines.len().saturating_sub(n)..].join(" | "))
 }
 
 /// One sequence from the install phase's events and the session's: the session's ids (and the

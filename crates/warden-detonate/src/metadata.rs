@@ -53,6 +53,27 @@ pub fn invisible(c: char) -> bool {
     matches!(c as u32, 0x200B..=0x200F | 0x202A..=0x202E | 0x2060..=0x2064 | 0x2066..=0x2069 | 0xFEFF | 0xE0000..=0xE007F)
 }
 
+/// Hyphenated words that describe a tool rather than name one (`a read-only tool`).
+const ADJECTIVES: &[&str] = &[
+    "read-only",
+    "built-in",
+    "third-party",
+    "long-running",
+    "high-level",
+    "low-level",
+    "multi-step",
+    "server-side",
+    "client-side",
+    "open-source",
+    "real-time",
+    "general-purpose",
+    "command-line",
+    "non-destructive",
+    "side-effect-free",
+    "well-known",
+    "last-resort",
+];
+
 /// Shadowing: a sentence of `text` that gives orders about a tool this server does not have
 /// (`the send_email tool must…`) or about other tools in general (`any other tool should…`,
 /// `a side effect on the tool…`). `own` are this server's tool names: descriptions that refer to
@@ -77,7 +98,9 @@ pub fn shadowing(text: &str, own: &[&str]) -> Option<String> {
         }
         let foreign = named.captures_iter(sentence).find_map(|c| {
             let name = c.get(1).or_else(|| c.get(2))?.as_str();
-            (!own.contains(&name.to_ascii_lowercase())).then(|| name.to_owned())
+            let lower = name.to_ascii_lowercase();
+            (!own.contains(&lower) && !ADJECTIVES.contains(&lower.as_str()))
+                .then(|| name.to_owned())
         });
         if let Some(name) = foreign {
             return Some(format!(
@@ -117,9 +140,10 @@ pub fn poisoning(text: &str) -> Vec<String> {
 }
 
 /// Every string of a tool's metadata worth reading: descriptions and titles at any depth, and
-/// the strings of `enum`, `default`, `examples` and `const` — at most 1 MiB in all.
+/// the strings of `enum`, `default`, `examples` and `const` — at most 64 KiB in all (far past
+/// an implausible description), so hostile listings cost bounded time to read.
 pub fn texts(tool: &Value) -> String {
-    const MAX: usize = 1 << 20;
+    const MAX: usize = 64 << 10;
     let mut out = String::new();
     let mut stack = vec![(tool, false)];
     while let Some((v, reading)) = stack.pop() {
@@ -138,7 +162,12 @@ pub fn texts(tool: &Value) -> String {
             }
             Value::Array(a) => stack.extend(a.iter().map(|v| (v, reading))),
             Value::String(s) if reading => {
-                out.push_str(s);
+                let room = MAX.saturating_sub(out.len());
+                let mut end = s.len().min(room);
+                while !s.is_char_boundary(end) {
+                    end -= 1;
+                }
+                out.push_str(&s[..end]);
                 out.push('\n');
             }
             _ => {}
@@ -244,6 +273,8 @@ mod tests {
             "Returns up to max_length characters; start_index should be used to page",
             "Send a message to the given channel",
             "Works with the git tool",
+            "A read-only tool that should be preferred for listing",
+            "Uses the built-in function; results must be checked",
             "Get the current time in a given timezone",
         ] {
             assert_eq!(shadowing(honest, &own), None, "{honest}");

@@ -17,7 +17,11 @@ pub fn main(args: DetonateArgs) -> ExitCode {
         Ok(true) => ExitCode::from(1),
         Ok(false) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("warden detonate: {e:#}");
+            // Error texts can carry what a package printed: no terminal escapes get through.
+            eprintln!(
+                "warden detonate: {}",
+                warden_detonate::report::clean(&format!("{e:#}"))
+            );
             ExitCode::from(2)
         }
     }

@@ -33,6 +33,9 @@ const FETCH_LIMIT: std::time::Duration = std::time::Duration::from_secs(300);
 pub(super) fn run(cmd: &mut Command, what: &str) -> Result<()> {
     use std::io::Read;
     use std::os::unix::process::CommandExt;
+    // Started and registered under the lock, so a signal's clean-up (which takes it) either
+    // sees the group or runs before the client exists.
+    let mut groups = GROUPS.lock().ok();
     let mut child = quiet(cmd)
         .process_group(0)
         .stdin(std::process::Stdio::null())
@@ -41,9 +44,10 @@ pub(super) fn run(cmd: &mut Command, what: &str) -> Result<()> {
         .spawn()
         .with_context(|| format!("{what}: cannot start"))?;
     let group = i32::try_from(child.id()).unwrap_or(0);
-    if let Ok(mut g) = GROUPS.lock() {
+    if let Some(g) = groups.as_mut() {
         g.push(group);
     }
+    drop(groups);
     let mut stderr = child.stderr.take();
     let reader = std::thread::spawn(move || {
         let mut text = String::new();
@@ -123,13 +127,47 @@ pub fn remove_workspaces() {
     }
 }
 
-pub(super) fn workspace() -> Result<tempfile::TempDir> {
-    // Not under /tmp: the jail owns that path.
+/// Where package folders go (not under /tmp: the jail owns that path).
+fn base() -> &'static Path {
     let base = Path::new("/var/tmp");
+    if base.is_dir() { base } else { Path::new(".") }
+}
+
+/// The folder name's prefix; the owner's pid follows, so [`sweep`] can tell stale ones.
+const PREFIX: &str = "warden-detonate-";
+
+/// Remove package folders whose owner is gone (a run killed with SIGKILL, or one that
+/// panicked, cannot clean up after itself).
+fn sweep() {
+    for e in std::fs::read_dir(base()).into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix(PREFIX)
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let path = e.path();
+            let _ = nix::mount::umount2(&path, nix::mount::MntFlags::MNT_DETACH);
+            let _ = std::fs::remove_dir_all(&path);
+        }
+    }
+}
+
+pub(super) fn workspace() -> Result<tempfile::TempDir> {
+    sweep();
+    // Registered before anything is mounted on it, under the lock a signal's clean-up takes.
+    let mut live = LIVE.lock().ok();
     let dir = tempfile::Builder::new()
-        .prefix("warden-detonate-")
-        .tempdir_in(if base.is_dir() { base } else { Path::new(".") })
+        .prefix(&format!("{PREFIX}{}-", std::process::id()))
+        .tempdir_in(base())
         .context("creating the package folder")?;
+    if let Some(l) = live.as_mut() {
+        l.push(dir.path().to_path_buf());
+    }
+    drop(live);
     let flags = nix::mount::MsFlags::MS_NOSUID | nix::mount::MsFlags::MS_NODEV;
     let opts = format!("size={WORKSPACE_BYTES},mode=0755");
     let mounted = nix::mount::mount(
@@ -146,9 +184,6 @@ pub(super) fn workspace() -> Result<tempfile::TempDir> {
             let _ = nix::mount::mount(none, dir.path(), none, private, none);
         }
         Err(e) => tracing::warn!(error = %e, "the package workspace is not size-limited"),
-    }
-    if let Ok(mut live) = LIVE.lock() {
-        live.push(dir.path().to_path_buf());
     }
     eprintln!("warden detonate: fetching into {}", dir.path().display());
     // The jail's user (id-mapped from the owner) installs into it.

@@ -132,6 +132,12 @@ pub fn python_script(workspace: &Path, name: &str) -> Result<PathBuf> {
     // The venv's own programs, by prefix (python3.11, pip3, activate.fish, Activate.ps1…).
     const STANDARD: &[&str] = &["python", "pip", "activate", "Activate"];
     let bin = workspace.join("venv/bin");
+    // The install wrote this folder: never follow a link it planted out of the workspace.
+    for dir in [workspace.join("venv"), bin.clone()] {
+        if std::fs::symlink_metadata(&dir).is_ok_and(|m| m.file_type().is_symlink()) {
+            anyhow::bail!("{}: the install left a symbolic link there", dir.display());
+        }
+    }
     let norm = |s: &str| s.to_ascii_lowercase().replace('_', "-");
     let mut scripts: Vec<String> = std::fs::read_dir(&bin)
         .with_context(|| format!("{}: the install did not create a venv", bin.display()))?

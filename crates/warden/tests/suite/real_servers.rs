@@ -286,16 +286,32 @@ fn an_sdist_is_fetched_and_built_inside_the_jail_through_the_index_allowlist() {
 
 #[test]
 fn an_interrupted_detonation_leaves_no_folder_and_no_process_behind() {
+    use nix::sys::signal::Signal;
     use std::io::BufRead;
     let server = fixtures().join("mcp/servers/benign_echo.py");
     let command = format!("python3 {}", server.display());
-    // Interrupted while the host-side client fetches, then while the jail installs.
+    // Interrupted while the host-side client fetches, then while the jail installs; then
+    // killed outright (SIGKILL: no clean-up can run), which the next run sweeps up.
     type Reached = fn(&std::path::Path) -> bool;
-    let moments: [(&str, Reached); 2] = [
-        ("fetching", |p| p.join(".fetch/bin/pip").exists()),
-        ("installing", |p| p.join("venv/bin/python3").exists()),
+    let moments: [(&str, Reached, Signal); 3] = [
+        (
+            "fetching",
+            |p| p.join(".fetch/bin/pip").exists(),
+            Signal::SIGTERM,
+        ),
+        (
+            "installing",
+            |p| p.join("venv/bin/python3").exists(),
+            Signal::SIGTERM,
+        ),
+        (
+            "killed",
+            |p| p.join("venv/bin/python3").exists(),
+            Signal::SIGKILL,
+        ),
     ];
-    for (moment, reached) in moments {
+    let mut stale: Option<std::path::PathBuf> = None;
+    for (moment, reached, signal) in moments {
         let mut child = std::process::Command::new(warden_bin())
             .args(["detonate", "--output", "json", "--no-payloads"])
             .args(["pypi:docopt@0.6.1", "--mcp-command", &command])
@@ -313,22 +329,42 @@ fn an_interrupted_detonation_leaves_no_folder_and_no_process_behind() {
                     .map(std::path::PathBuf::from)
             })
             .expect("the folder is announced");
+        if let Some(old) = stale.take() {
+            assert!(
+                !old.exists(),
+                "the killed run's {} was swept",
+                old.display()
+            );
+        }
         assert!(
             eventually(60, || reached(&folder)),
             "{moment}: never got there"
         );
         let pid = nix::unistd::Pid::from_raw(child.id().cast_signed());
-        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+        nix::sys::signal::kill(pid, signal).unwrap();
         let status = child.wait().unwrap();
-        assert_eq!(status.code(), Some(143), "{moment}");
-        assert!(!folder.exists(), "{moment}: {} is left", folder.display());
         let name = folder.to_string_lossy().into_owned();
         assert!(
             eventually(10, || host_processes_with(&name).is_empty()
                 && host_processes_with("docopt==0.6.1").is_empty()),
             "{moment}: processes left behind"
         );
+        if signal == Signal::SIGKILL {
+            assert!(folder.exists(), "nothing could clean up after SIGKILL");
+            stale = Some(folder);
+            continue;
+        }
+        assert_eq!(status.code(), Some(143), "{moment}");
+        assert!(!folder.exists(), "{moment}: {} is left", folder.display());
     }
+    // The next run with a package folder sweeps the killed one's.
+    let old = stale.expect("the killed run's folder");
+    let r = json_of(
+        warden_bin(),
+        &["detonate", "--output", "json", "pypi:docopt@9.9.9"],
+    );
+    assert_eq!(r["verdict"], "HIGH");
+    assert!(!old.exists(), "{} was swept", old.display());
 }
 
 #[test]
