@@ -187,9 +187,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "MODE", default_value = "fake-ip", value_parser = ["fake-ip", "nxdomain"])]
     pub dns: String,
     /// Let connections to this host name through for real (`pypi.org`, or `*.example.org` for
-    /// the names below it); repeatable. Everything else still lands on the capture sink, and
-    /// each forwarded connection is recorded. Implies tracing.
-    #[arg(long, value_name = "HOST")]
+    /// the names below it; port 443 unless `:PORT` is given); repeatable. The connection must
+    /// name the same host (TLS SNI or HTTP Host); everything else still lands on the capture
+    /// sink, and each forwarded connection is recorded. Implies tracing (to stderr unless
+    /// --trace names a file).
+    #[arg(long, value_name = "HOST[:PORT]")]
     pub egress: Vec<String>,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
