@@ -241,13 +241,7 @@ impl Forwarder {
                         break;
                     }
                 }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock
-                            | std::io::ErrorKind::TimedOut
-                            | std::io::ErrorKind::Interrupted
-                    ) => {}
+                Err(e) if waiting(&e) => {}
                 Err(_) => break,
             }
         }
@@ -324,6 +318,16 @@ impl Forwarder {
     }
 }
 
+/// A read that only timed out (or was interrupted): nothing is wrong yet.
+fn waiting(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock
+            | std::io::ErrorKind::TimedOut
+            | std::io::ErrorKind::Interrupted
+    )
+}
+
 /// Copy `from` to `to` until either side ends, the cap is reached, the run stops or both
 /// directions have been idle for [`IDLE`]; the first bytes are kept in `first` when given.
 /// Returns the bytes copied.
@@ -361,14 +365,7 @@ fn copy(
                     break;
                 }
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock
-                        | std::io::ErrorKind::TimedOut
-                        | std::io::ErrorKind::Interrupted
-                ) =>
-            {
+            Err(e) if waiting(&e) => {
                 let idle = now_ms().saturating_sub(last.load(Ordering::Acquire));
                 if u128::from(idle) >= IDLE.as_millis() {
                     break;
