@@ -44,6 +44,8 @@ pub struct Options {
     pub call_timeout: Duration,
     /// Time for the whole session (default 120 s).
     pub budget: Duration,
+    /// Time for the install phase (default 300 s).
+    pub install_budget: Duration,
     /// Rule directories (override and extend the built-in rules).
     pub rules: Vec<PathBuf>,
     /// Send adversarial payloads.
@@ -61,6 +63,7 @@ impl Default for Options {
             workspace: None,
             call_timeout: Duration::from_secs(10),
             budget: Duration::from_secs(120),
+            install_budget: Duration::from_secs(300),
             rules: Vec::new(),
             adversarial: true,
             progress: false,
@@ -96,9 +99,9 @@ pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_ru
                 if options.progress {
                     eprintln!("warden detonate: installing in the sandbox");
                 }
-                let mut p = policy.clone();
+                let mut p = install_policy(&policy, options);
                 p.egress.clone_from(&f.egress);
-                let done = harness::install(jail, &p, cmd, &f.hooks, options.budget)?;
+                let done = harness::install(jail, &p, cmd, &f.hooks, options.install_budget)?;
                 if done.exit_code != Some(0) && f.entry.needs_venv() {
                     unstartable = Some(format!(
                         "the install failed in the sandbox (exit {:?}): {}",
@@ -150,7 +153,7 @@ pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_ru
                     if options.progress {
                         eprintln!("warden detonate: running its install lifecycle in the sandbox");
                     }
-                    let mut p = policy.clone();
+                    let mut p = install_policy(&policy, options);
                     p.egress = plan.egress;
                     p.binds.push(Bind {
                         source: src.clone(),
@@ -162,7 +165,7 @@ pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_ru
                         &p,
                         cmd,
                         &plan.hooks,
-                        options.budget,
+                        options.install_budget,
                     )?);
                 }
             }
@@ -262,6 +265,16 @@ pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_ru
         location: resolved.location.clone(),
     };
     Ok((report, rules))
+}
+
+/// The install phase's policy: the session's, with the install's own time budget (the jail's
+/// wall time a backstop 30 s past it).
+fn install_policy(policy: &Policy, options: &Options) -> Policy {
+    let mut p = policy.clone();
+    p.limits.wall_time_ms = u64::try_from(options.install_budget.as_millis())
+        .unwrap_or(u64::MAX)
+        .saturating_add(30_000);
+    p
 }
 
 /// The session of a server that could not be started: nothing but an inconclusive `install`

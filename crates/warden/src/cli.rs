@@ -61,6 +61,9 @@ pub struct DetonateArgs {
     /// Time for one request to the server.
     #[arg(long, value_name = "DURATION", default_value = "10s")]
     pub call_timeout: String,
+    /// Time for the install phase in the sandbox (lifecycle scripts, pip install, builds).
+    #[arg(long, value_name = "DURATION", default_value = "300s")]
+    pub install_timeout: String,
     /// Extra environment variable for the server (K=V, repeatable).
     #[arg(long, value_name = "K=V")]
     pub env: Vec<String>,

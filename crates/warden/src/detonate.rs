@@ -88,6 +88,7 @@ fn detonate(args: &DetonateArgs) -> Result<bool> {
             .context("--workspace")?,
         call_timeout: duration(&args.call_timeout, "--call-timeout")?,
         budget: duration(&args.timeout, "--timeout")?,
+        install_budget: duration(&args.install_timeout, "--install-timeout")?,
         rules: args.rules.clone(),
         adversarial: !args.no_payloads,
         progress: std::io::stderr().is_terminal(),
