@@ -289,14 +289,17 @@ fn bounded(data: serde_json::Value) -> serde_json::Value {
 pub struct TraceLink {
     writer: Mutex<std::os::unix::net::UnixStream>,
     state: Arc<(Mutex<LinkState>, std::sync::Condvar)>,
+    /// The last request number sent (answers carry it back).
+    seq: std::sync::atomic::AtomicU64,
 }
 
 #[derive(Debug, Default)]
 struct LinkState {
     events: Vec<warden_events::Event>,
     dropped: u64,
-    acks: u64,
-    records: u64,
+    /// The request number of the latest answer (answers come in order).
+    answered: u64,
+    /// The id an answer to a record carried.
     last_record: Option<u64>,
     canaries: Vec<warden_trace::Canary>,
     closed: bool,
@@ -313,6 +316,7 @@ impl TraceLink {
         Ok(TraceLink {
             writer: Mutex::new(stream),
             state,
+            seq: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -323,20 +327,20 @@ impl TraceLink {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Write `line` and wait until `counter` of the link's state has moved past its value
-    /// before the write (the helper's acknowledgement). One round trip at a time: the writer
-    /// lock is held until the answer is back.
+    /// Send `request` with the next request number and wait for the answer that carries it
+    /// back (a late answer to an earlier request that timed out cannot pass for this one). One
+    /// round trip at a time: the writer lock is held until the answer is back.
     fn round_trip(
         &self,
-        line: &str,
-        counter: fn(&LinkState) -> u64,
+        mut request: serde_json::Value,
     ) -> Result<std::sync::MutexGuard<'_, LinkState>, JailError> {
         let mut w = self
             .writer
             .lock()
             .map_err(|_| JailError::Protocol("trace link poisoned"))?;
-        let target = counter(&self.lock()) + 1;
-        w.write_all(line.as_bytes())
+        let seq = self.seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        request["seq"] = seq.into();
+        w.write_all(request.to_string().as_bytes())
             .and_then(|()| w.write_all(b"\n"))
             .map_err(|_| JailError::Protocol("the run is over"))?;
         let (lock, cv) = &*self.state;
@@ -344,9 +348,9 @@ impl TraceLink {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let (guard, _) = cv
-            .wait_timeout_while(guard, WINDOW_WAIT, |s| counter(s) < target && !s.closed)
+            .wait_timeout_while(guard, WINDOW_WAIT, |s| s.answered < seq && !s.closed)
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if counter(&guard) >= target {
+        if guard.answered == seq {
             Ok(guard)
         } else {
             Err(JailError::Protocol("the tracer did not answer"))
@@ -358,8 +362,8 @@ impl TraceLink {
     /// attributed to the new window.
     pub fn window(&self, name: Option<&str>) -> Result<(), JailError> {
         let name: Option<String> = name.map(|n| n.chars().take(200).collect());
-        let line = serde_json::json!({ "window": name }).to_string();
-        self.round_trip(&line, |s| s.acks).map(drop)
+        self.round_trip(serde_json::json!({ "window": name }))
+            .map(drop)
     }
 
     /// Record an event of the caller's own (`mcp.tool_call`, `harness.payload`…) in the run's
@@ -369,9 +373,7 @@ impl TraceLink {
         kind: warden_events::EventKind,
         data: serde_json::Value,
     ) -> Result<Option<u64>, JailError> {
-        let line =
-            serde_json::json!({ "record": { "kind": kind, "data": bounded(data) } }).to_string();
-        self.round_trip(&line, |s| s.records)
+        self.round_trip(serde_json::json!({ "record": { "kind": kind, "data": bounded(data) } }))
             .map(|state| state.last_record)
     }
 
@@ -384,14 +386,12 @@ impl TraceLink {
         prefix: &str,
         fallback: &str,
     ) -> Result<Option<u64>, JailError> {
-        let line = serde_json::json!({
+        self.round_trip(serde_json::json!({
             "record": { "kind": kind, "data": bounded(data) },
             "then_window": prefix,
             "fallback": fallback,
-        })
-        .to_string();
-        self.round_trip(&line, |s| s.records)
-            .map(|state| state.last_record)
+        }))
+        .map(|state| state.last_record)
     }
 
     /// Record an event of the caller's own without waiting for its id: it lands in the
@@ -477,11 +477,11 @@ fn read_link(
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(v) = value {
-            if v.get("ack").is_some() {
-                s.acks += 1;
-            } else if let Some(id) = v.get("recorded") {
-                s.records += 1;
-                s.last_record = id.as_u64();
+            if v.get("ack").is_some() || v.get("recorded").is_some() {
+                if let Some(seq) = v.get("seq").and_then(serde_json::Value::as_u64) {
+                    s.answered = s.answered.max(seq);
+                    s.last_record = v.get("recorded").and_then(serde_json::Value::as_u64);
+                }
             } else if let Some(list) = v.get("canaries") {
                 s.canaries = serde_json::from_value(list.clone()).unwrap_or_default();
             } else if let Ok(e) = serde_json::from_value::<warden_events::Event>(v) {

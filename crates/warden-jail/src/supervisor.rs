@@ -105,7 +105,8 @@ pub struct Observer<'a> {
     pub sink: Option<Sink>,
     /// Where the caller opens and closes attribution windows: one JSON object per line,
     /// `{"window": "tool_call:3"}` or `{"window": null}`. Each is acknowledged on the sink
-    /// once every later event is attributed to it. The caller's own events come the same way:
+    /// once every later event is attributed to it (`{"ack": NAME, "seq": N}`, with the `seq`
+    /// the request carried). The caller's own events come the same way:
     /// `{"record": {"kind": K, "data": D}}` (the id comes back as `{"recorded": ID}`), with
     /// `"quiet": true` (no answer) or `"then_window": "tool_call:"` (that window, named after
     /// the new id, opens next).
@@ -218,7 +219,7 @@ pub fn supervise_with(
         });
         hub.record(warden_events::EventKind::SandboxStarted, None, data);
         if let Some(w) = &policy.initial_window {
-            hub.set_window(Some(w.chars().take(200).collect()));
+            hub.set_window(Some(w.chars().take(200).collect()), None);
         }
     }
     let (sfd, old_mask) = block_termination_signals()?;
@@ -603,7 +604,7 @@ fn read_control(t: &mut Tracing, fd: BorrowedFd<'_>) -> bool {
         match serde_json::from_slice::<serde_json::Value>(&line) {
             Ok(v) if v.get("window").is_some() => {
                 let name = v["window"].as_str().map(|s| s.chars().take(200).collect());
-                t.hub.set_window(name);
+                t.hub.set_window(name, v["seq"].as_u64());
             }
             // The caller's own observations (the detonation harness's protocol events) join
             // the same numbered, windowed sequence; the id comes back on the sink.
@@ -620,10 +621,12 @@ fn read_control(t: &mut Tracing, fd: BorrowedFd<'_>) -> bool {
                         Some(id) => format!("{prefix}{id}"),
                         None => v["fallback"].as_str().unwrap_or(prefix).to_owned(),
                     };
-                    t.hub.set_window(Some(name.chars().take(200).collect()));
+                    t.hub
+                        .set_window(Some(name.chars().take(200).collect()), None);
                 }
                 if v["quiet"] != true {
-                    t.hub.announce(&serde_json::json!({ "recorded": id }));
+                    t.hub
+                        .announce(&serde_json::json!({ "recorded": id, "seq": v["seq"].as_u64() }));
                 }
             }
             _ => tracing::debug!("ignoring a malformed control line"),

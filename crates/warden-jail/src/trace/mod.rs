@@ -88,15 +88,16 @@ impl Hub {
     }
 
     /// Open the window `name` (or close the open one with `None`), then tell the sink, whose
-    /// reader learns that every later event belongs to the new window.
-    pub fn set_window(&self, name: Option<String>) {
+    /// reader learns that every later event belongs to the new window; `seq` is the caller's
+    /// request number, carried back in the acknowledgement.
+    pub fn set_window(&self, name: Option<String>, seq: Option<u64>) {
         let mut s = self.lock();
         match &name {
             Some(n) => s.recorder.open_named(n.clone()),
             None => s.recorder.close(),
         }
         if let Some(sink) = s.sink.as_mut() {
-            let _ = serde_json::to_writer(&mut *sink, &json!({ "ack": name }));
+            let _ = serde_json::to_writer(&mut *sink, &json!({ "ack": name, "seq": seq }));
             let _ = sink.write_all(b"\n");
             let _ = sink.flush();
         }
