@@ -110,15 +110,7 @@ pub fn install(
     hooks: &[Value],
     limit: Duration,
 ) -> Result<Installed> {
-    let mut policy = policy.clone();
-    policy.initial_window = Some("install".into());
-    let mut running = jail
-        .spawn(&policy, argv)
-        .context("starting the install in the jail")?;
-    let link = running
-        .trace
-        .take()
-        .context("the jail gave no trace link")?;
+    let (mut running, link) = start_traced(jail, policy, argv, "install")?;
     drop(running.stdin.take());
     // Its output is drained; only the end of stderr is kept, to explain a failed install.
     let drains: Vec<_> = [
@@ -163,6 +155,25 @@ pub fn install(
     })
 }
 
+/// Start `argv` in the jail with `window` open from its first exec; the run and its trace link.
+fn start_traced(
+    jail: &Jail,
+    policy: &Policy,
+    argv: &[String],
+    window: &str,
+) -> Result<(warden_jail::Running, warden_jail::TraceLink)> {
+    let mut policy = policy.clone();
+    policy.initial_window = Some(window.into());
+    let mut running = jail
+        .spawn(&policy, argv)
+        .with_context(|| format!("starting the {window} phase in the jail"))?;
+    let link = running
+        .trace
+        .take()
+        .context("the jail gave no trace link")?;
+    Ok((running, link))
+}
+
 /// What the install phase did.
 #[derive(Debug)]
 pub struct Installed {
@@ -205,15 +216,7 @@ pub fn run(
     settings: &Settings,
 ) -> Result<(Session, Vec<Event>)> {
     let begun = Instant::now();
-    let mut policy = policy.clone();
-    policy.initial_window = Some("startup".into());
-    let mut running = jail
-        .spawn(&policy, argv)
-        .context("starting the server in the jail")?;
-    let link = running
-        .trace
-        .take()
-        .context("the jail gave no trace link")?;
+    let (mut running, link) = start_traced(jail, policy, argv, "startup")?;
     let stdin = running.stdin.take().context("no stdin")?;
     let stdout = running.stdout.take().context("no stdout")?;
     let stderr = running.stderr.take().context("no stderr")?;
