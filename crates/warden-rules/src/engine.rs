@@ -75,11 +75,27 @@ impl Compiled {
         if !m.kinds.contains(&event.kind) || !m.window.admits(event.triggered_by.as_deref()) {
             return false;
         }
-        let value = serde_json::to_value(event).unwrap_or(Value::Null);
         self.conditions
             .iter()
-            .all(|(path, c)| c.holds(lookup(&value, path)))
+            .all(|(path, c)| c.holds(field(event, path).as_deref()))
     }
+}
+
+/// The value at `path` in `event` (`kind`, `pid`, `triggered_by`, `id`, `t_ms` or `data.…`,
+/// the paths the loader admits), read from its fields: nothing is serialised per match.
+fn field<'a>(e: &'a Event, path: &[String]) -> Option<std::borrow::Cow<'a, Value>> {
+    use std::borrow::Cow;
+    let (first, rest) = path.split_first()?;
+    let top: Value = match first.as_str() {
+        "data" => return lookup(&e.data, rest).map(Cow::Borrowed),
+        "kind" => serde_json::to_value(e.kind).ok()?,
+        "pid" => e.pid?.into(),
+        "triggered_by" => e.triggered_by.as_deref()?.into(),
+        "id" => e.id.into(),
+        "t_ms" => e.t_ms.into(),
+        _ => return None,
+    };
+    rest.is_empty().then_some(Cow::Owned(top))
 }
 
 fn lookup<'a>(v: &'a Value, path: &[String]) -> Option<&'a Value> {
