@@ -356,12 +356,7 @@ async fn session(
     let own: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
     for t in &tools {
         let name = t["name"].as_str().unwrap_or("?");
-        let text = metadata::texts(t);
-        let mut poisoning = metadata::poisoning(&text);
-        let shadowing = metadata::shadowing(&text, &own);
-        if shadowing.is_some() {
-            poisoning.push("shadowing".into());
-        }
+        let (mut poisoning, shadowing) = metadata::markers(t, &own);
         if name
             .chars()
             .any(|c| c.is_control() || metadata::invisible(c))
@@ -468,12 +463,7 @@ fn as_values<T: serde::Serialize>(list: &[T]) -> Vec<Value> {
 /// Record the poisoned entries of a prompt or resource listing; returns the listing.
 fn check_listing(ctx: &Ctx<'_>, what: &str, list: Vec<Value>, own: &[&str]) -> Vec<Value> {
     for v in &list {
-        let text = metadata::texts(v);
-        let mut poisoning = metadata::poisoning(&text);
-        let shadowing = metadata::shadowing(&text, own);
-        if shadowing.is_some() {
-            poisoning.push("shadowing".into());
-        }
+        let (poisoning, shadowing) = metadata::markers(v, own);
         if !poisoning.is_empty() {
             let name = v["name"].as_str().unwrap_or("?");
             ctx.record(

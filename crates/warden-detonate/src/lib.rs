@@ -208,17 +208,19 @@ pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_ru
     // The server's own folder is its working area: say so on file events there, for the rules.
     if let Some(src) = &resolved.source {
         let area = target::mount_point(src);
-        for e in &mut events {
+        let file = |k: EventKind| {
+            matches!(
+                k,
+                EventKind::FileWrite | EventKind::FileDelete | EventKind::FileRename
+            )
+        };
+        for e in events.iter_mut().filter(|e| file(e.kind)) {
             let inside = ["path", "to"].iter().any(|k| {
                 e.data[*k].as_str().is_some_and(|p| {
                     target::absolute(std::path::Path::new(p)).is_ok_and(|p| p.starts_with(&area))
                 })
             });
-            let file = matches!(
-                e.kind,
-                EventKind::FileWrite | EventKind::FileDelete | EventKind::FileRename
-            );
-            if inside && file {
+            if inside {
                 e.data["in_workdir"] = json!(true);
             }
         }

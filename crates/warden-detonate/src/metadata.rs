@@ -118,6 +118,18 @@ pub fn shadowing(text: &str, own: &[&str]) -> Option<String> {
     None
 }
 
+/// The markers of a tool's, prompt's or resource's metadata (`shadowing` among them when it
+/// shadows, with the reason), given the server's own tool names.
+pub fn markers(item: &Value, own: &[&str]) -> (Vec<String>, Option<String>) {
+    let text = texts(item);
+    let mut found = poisoning(&text);
+    let shadowing = shadowing(&text, own);
+    if shadowing.is_some() {
+        found.push("shadowing".into());
+    }
+    (found, shadowing)
+}
+
 /// Markers of hidden or manipulative content in `text`.
 pub fn poisoning(text: &str) -> Vec<String> {
     let mut found: Vec<String> = patterns()

@@ -361,7 +361,6 @@ impl TraceLink {
     /// with `None`. Returns once the tracer has switched: every event after this returns is
     /// attributed to the new window.
     pub fn window(&self, name: Option<&str>) -> Result<(), JailError> {
-        let name: Option<String> = name.map(|n| n.chars().take(200).collect());
         self.round_trip(serde_json::json!({ "window": name }))
             .map(drop)
     }

@@ -219,7 +219,7 @@ pub fn supervise_with(
         });
         hub.record(warden_events::EventKind::SandboxStarted, None, data);
         if let Some(w) = &policy.initial_window {
-            hub.set_window(Some(w.chars().take(200).collect()), None);
+            hub.set_window(Some(w.clone()), None);
         }
     }
     let (sfd, old_mask) = block_termination_signals()?;
@@ -603,7 +603,7 @@ fn read_control(t: &mut Tracing, fd: BorrowedFd<'_>) -> bool {
         let line: Vec<u8> = t.pending.drain(..=end).collect();
         match serde_json::from_slice::<serde_json::Value>(&line) {
             Ok(v) if v.get("window").is_some() => {
-                let name = v["window"].as_str().map(|s| s.chars().take(200).collect());
+                let name = v["window"].as_str().map(str::to_owned);
                 t.hub.set_window(name, v["seq"].as_u64());
             }
             // The caller's own observations (the detonation harness's protocol events) join

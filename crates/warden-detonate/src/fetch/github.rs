@@ -52,32 +52,24 @@ pub(super) fn fetch(spec: &str) -> Result<Fetched> {
     let inside = Path::new("/workspace/src");
     let plan = project::plan(&src, inside, Mode::Fetched);
     let host_ws = ws.path().display().to_string();
-    let resolved = crate::target::resolve(Some(&src.display().to_string()), &[]);
-    let argv = resolved.as_ref().ok().map(|r| {
-        r.argv
+    // The project's own entry, as the jail sees it.
+    let resolved = crate::target::resolve(Some(&src.display().to_string()), &[]).map(|r| {
+        let argv: Vec<String> = r
+            .argv
             .iter()
             .map(|a| a.replace(&host_ws, "/workspace"))
-            .collect()
+            .collect();
+        (argv, r.location.map(|l| format!("src/{l}")))
     });
-    let location = resolved
-        .as_ref()
-        .ok()
-        .and_then(|r| r.location.clone())
-        .map(|l| format!("src/{l}"));
+    let location = resolved.as_ref().ok().and_then(|(_, l)| l.clone());
     let entry = if plan.venv {
         let name = repo.rsplit('/').next().unwrap_or(repo).to_owned();
         Entry::PythonScript {
             name,
-            fallback: argv,
+            fallback: resolved.ok().map(|(argv, _)| argv),
         }
     } else {
-        Entry::Argv(
-            resolved?
-                .argv
-                .iter()
-                .map(|a| a.replace(&host_ws, "/workspace"))
-                .collect(),
-        )
+        Entry::Argv(resolved?.0)
     };
     Ok(Fetched {
         entry,

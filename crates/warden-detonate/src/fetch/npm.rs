@@ -36,19 +36,27 @@ pub(super) fn npm_hooks(modules: &Path) -> Vec<Value> {
         let Ok(pkg) = serde_json::from_str::<Value>(&text) else {
             continue;
         };
-        for hook in ["preinstall", "install", "postinstall"] {
-            if let Some(cmd) = pkg["scripts"][hook].as_str() {
-                out.push(json!({
+        out.extend(hooks_of(&pkg, &["preinstall", "install", "postinstall"]));
+    }
+    out
+}
+
+/// `install.script` data for each of `hooks` that the manifest `pkg` defines, in that order.
+pub(super) fn hooks_of(pkg: &Value, hooks: &[&str]) -> Vec<Value> {
+    hooks
+        .iter()
+        .filter_map(|hook| {
+            pkg["scripts"][*hook].as_str().map(|cmd| {
+                json!({
                     "package": pkg["name"].as_str().unwrap_or("?"),
                     "version": pkg["version"],
                     "hook": hook,
                     "command": cmd.chars().take(500).collect::<String>(),
                     "ecosystem": "npm",
-                }));
-            }
-        }
-    }
-    out
+                })
+            })
+        })
+        .collect()
 }
 
 /// `npm install --ignore-scripts` into `prefix`: `spec` (a checked package spec), or the

@@ -15,7 +15,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use super::npm::npm_hooks;
+use super::npm::{hooks_of, npm_hooks};
 use super::pypi::PipIndex;
 use super::sh_quote;
 
@@ -56,20 +56,7 @@ pub fn local_hooks(dir: &Path) -> Vec<Value> {
     let Ok(pkg) = serde_json::from_str::<Value>(&text) else {
         return Vec::new();
     };
-    ["preinstall", "install", "postinstall", "prepare"]
-        .iter()
-        .filter_map(|hook| {
-            pkg["scripts"][*hook].as_str().map(|cmd| {
-                json!({
-                    "package": pkg["name"].as_str().unwrap_or("?"),
-                    "version": pkg["version"],
-                    "hook": hook,
-                    "command": cmd.chars().take(500).collect::<String>(),
-                    "ecosystem": "npm",
-                })
-            })
-        })
-        .collect()
+    hooks_of(&pkg, &["preinstall", "install", "postinstall", "prepare"])
 }
 
 /// Plan the install of the folder `host`, which the jail sees at `inside`. The host's pip is

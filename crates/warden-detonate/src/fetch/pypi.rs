@@ -39,24 +39,26 @@ pub(super) fn fetch(spec: &str) -> Result<Fetched> {
             .arg(&requirement),
         "pip download (wheels only: building an sdist would run its code)",
     );
-    let index = PipIndex::configured(&pip);
-    let _ = std::fs::remove_dir_all(&tool);
     let venv = "python3 -m venv /workspace/venv && /workspace/venv/bin/pip install --quiet \
                 --disable-pip-version-check";
+    let quoted = sh_quote(&requirement);
     let (install, egress) = match wheels {
         Ok(()) => (
-            format!("{venv} --no-index --find-links /workspace/dist '{requirement}'"),
+            format!("{venv} --no-index --find-links /workspace/dist {quoted}"),
             Vec::new(),
         ),
         Err(e) => {
             tracing::info!(error = %e, "not all wheels: fetching and building inside the jail");
             let _ = std::fs::remove_dir_all(ws.path().join("dist"));
+            // The index is asked for only here (each pip start costs a few hundred ms).
+            let index = PipIndex::configured(&pip);
             (
-                format!("{venv} {} '{requirement}'", index.options()),
+                format!("{venv} {} {quoted}", index.options()),
                 index.hosts(),
             )
         }
     };
+    let _ = std::fs::remove_dir_all(&tool);
     Ok(Fetched {
         workspace: ws,
         install: Some(vec!["sh".into(), "-c".into(), install]),

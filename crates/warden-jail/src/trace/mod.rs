@@ -88,9 +88,12 @@ impl Hub {
     }
 
     /// Open the window `name` (or close the open one with `None`), then tell the sink, whose
-    /// reader learns that every later event belongs to the new window; `seq` is the caller's
+    /// reader learns that every later event belongs to the new window (its name cut to 200
+    /// characters); `seq` is the caller's
     /// request number, carried back in the acknowledgement.
     pub fn set_window(&self, name: Option<String>, seq: Option<u64>) {
+        // Names come from the caller: 200 characters at most.
+        let name: Option<String> = name.map(|n| n.chars().take(200).collect());
         let mut s = self.lock();
         match &name {
             Some(n) => s.recorder.open_named(n.clone()),
