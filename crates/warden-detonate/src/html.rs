@@ -10,9 +10,9 @@
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write;
 
-use warden_events::{Event, EventKind, Severity};
+use warden_events::{Event, EventKind};
 
-use crate::report::{Report, clean};
+use crate::report::{Report, clean, name_of};
 
 /// `s` cleaned and escaped for HTML text and attribute values.
 pub fn esc(s: &str) -> String {
@@ -28,23 +28,6 @@ pub fn esc(s: &str) -> String {
         }
     }
     out
-}
-
-fn name_of<T: serde::Serialize>(v: T) -> String {
-    serde_json::to_value(v)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default()
-}
-
-fn severity_class(s: Severity) -> &'static str {
-    match s {
-        Severity::Critical => "critical",
-        Severity::High => "high",
-        Severity::Medium => "medium",
-        Severity::Low => "low",
-        Severity::Info => "info",
-    }
 }
 
 const STYLE: &str = "body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;\
@@ -101,7 +84,7 @@ fn findings(o: &mut String, r: &Report) {
         o.push_str("<p>No findings.</p>\n");
     }
     for f in &r.findings {
-        let sev = severity_class(f.severity);
+        let sev = name_of(f.severity);
         let tool = f
             .tool
             .as_ref()

@@ -50,6 +50,14 @@ pub fn clean(s: &str) -> String {
         .collect()
 }
 
+/// The name a vocabulary value (kind, severity, verdict, category) has in reports.
+pub fn name_of<T: serde::Serialize>(v: T) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
 fn weight(s: Severity) -> u32 {
     match s {
         Severity::Critical => 80,
@@ -164,10 +172,7 @@ impl Report {
             paint(code, &format!("{name:<8}"))
         };
         let mut out = String::new();
-        let verdict = serde_json::to_value(self.verdict)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_default();
+        let verdict = name_of(self.verdict);
         let lines = [
             format!(
                 "warden detonate  {}",
@@ -211,10 +216,7 @@ impl Report {
             ));
             for id in f.evidence.iter().take(5) {
                 if let Some(e) = self.events.iter().find(|e| e.id == *id) {
-                    let kind = serde_json::to_value(e.kind)
-                        .ok()
-                        .and_then(|v| v.as_str().map(str::to_owned))
-                        .unwrap_or_default();
+                    let kind = name_of(e.kind);
                     let data: String = e.data.to_string().chars().take(110).collect();
                     out.push_str(&format!(
                         "         #{:<5} {:>6} ms  {:<16} {}\n",

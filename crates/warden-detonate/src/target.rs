@@ -136,7 +136,7 @@ fn entry_of_folder(dir: &Path) -> Result<PathBuf> {
 /// Resolve `target` or `command` (one of them).
 pub fn resolve(target: Option<&str>, command: &[String]) -> Result<Resolved> {
     if let Some(t) = target {
-        for scheme in ["npm:", "pypi:", "github:"] {
+        for scheme in crate::fetch::SCHEMES {
             if t.starts_with(scheme) {
                 bail!(
                     "{scheme} targets are not supported yet: install the server and give its start command with --mcp-command"

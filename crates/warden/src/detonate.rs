@@ -55,11 +55,10 @@ fn detonate(args: &DetonateArgs) -> Result<bool> {
         None => Vec::new(),
     };
     command.extend(args.mcp_args.iter().cloned());
-    let fetched = args.target.as_deref().is_some_and(|t| {
-        ["npm:", "pypi:", "github:"]
-            .iter()
-            .any(|p| t.starts_with(p))
-    });
+    let fetched = args
+        .target
+        .as_deref()
+        .is_some_and(warden_detonate::fetch::is_remote);
     if args.target.is_some() && !fetched && !command.is_empty() {
         bail!(
             "give either a local TARGET or --mcp-command/--mcp-arg, not both (a command goes \

@@ -113,6 +113,14 @@ fn checked(spec: &str, scoped: bool) -> Result<&str> {
     }
 }
 
+/// The target prefixes that name a registry or GitHub.
+pub const SCHEMES: [&str; 3] = ["npm:", "pypi:", "github:"];
+
+/// Whether `target` is fetched (names a registry or GitHub) rather than local.
+pub fn is_remote(target: &str) -> bool {
+    SCHEMES.iter().any(|s| target.starts_with(s))
+}
+
 /// Fetch `target` if it names a registry or GitHub; `None` for anything else.
 pub fn fetch(target: &str) -> Result<Option<Fetched>> {
     if let Some(s) = target.strip_prefix("npm:") {
