@@ -49,6 +49,60 @@ pub struct Session {
     pub aborted: Option<String>,
     /// The server's stderr (the start of it).
     pub stderr: String,
+    /// Whether the server answered `initialize`.
+    pub initialized: bool,
+    /// Whether it declared the `tools` capability.
+    pub declares_tools: bool,
+    /// How many tools `tools/list` gave (`None`: it failed or was never asked).
+    pub listed: Option<usize>,
+    /// Tool calls that reached the server (answered, or held past their deadline).
+    pub exercised: u32,
+    /// How the server's sandbox ended.
+    pub end: ServerEnd,
+}
+
+/// How the server's sandbox ended, as far as the harness saw it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ServerEnd {
+    /// Still running when the session was over (the harness ended it).
+    #[default]
+    Running,
+    /// The server exited on its own, with this code or signal.
+    Exited {
+        /// Its exit code.
+        code: Option<i32>,
+        /// The signal that killed it.
+        signal: Option<i32>,
+    },
+    /// The sandbox could not be set up around it.
+    SandboxFailed(String),
+    /// The program could not be found or executed in the sandbox.
+    NotStarted(String),
+}
+
+impl ServerEnd {
+    /// What a jail error says about the start.
+    pub fn of_error(e: &warden_jail::JailError) -> ServerEnd {
+        use warden_jail::JailError;
+        match e {
+            JailError::NotFound(_) | JailError::NotExecutable { .. } => {
+                ServerEnd::NotStarted(e.to_string())
+            }
+            e => ServerEnd::SandboxFailed(error_chain(e)),
+        }
+    }
+}
+
+/// An error with its sources, on one line.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
 }
 
 /// Settings of one session.
@@ -110,7 +164,20 @@ pub fn install(
     hooks: &[Value],
     limit: Duration,
 ) -> Result<Installed> {
-    let (mut running, link) = start_traced(jail, policy, argv, "install")?;
+    let (mut running, link) = match start_traced(jail, policy, argv, "install") {
+        Ok(started) => started,
+        Err(end) => {
+            return Ok(Installed {
+                events: Vec::new(),
+                exit_code: None,
+                stderr: String::new(),
+                sandbox_failure: Some(match end {
+                    ServerEnd::SandboxFailed(why) | ServerEnd::NotStarted(why) => why,
+                    _ => String::new(),
+                }),
+            });
+        }
+    };
     drop(running.stdin.take());
     // Its output is drained; only the end of stderr is kept, to explain a failed install.
     let drains: Vec<_> = [
@@ -131,6 +198,7 @@ pub fn install(
         let _ = link.record(EventKind::InstallScript, h.clone());
     }
     let deadline = Instant::now() + limit;
+    let mut sandbox_failure = None;
     let outcome = loop {
         match running.wait_timeout(Duration::from_millis(200)) {
             Ok(Some(o)) => break Some(o),
@@ -139,7 +207,10 @@ pub fn install(
                 running.kill();
                 break running.wait().ok();
             }
-            Err(_) => break None,
+            Err(e) => {
+                sandbox_failure = Some(error_chain(&e));
+                break None;
+            }
         }
     };
     let stderr = drains
@@ -152,6 +223,7 @@ pub fn install(
         events: link.events(),
         exit_code: outcome.and_then(|o| o.exit_code),
         stderr,
+        sandbox_failure,
     })
 }
 
@@ -161,16 +233,15 @@ fn start_traced(
     policy: &Policy,
     argv: &[String],
     window: &str,
-) -> Result<(warden_jail::Running, warden_jail::TraceLink)> {
+) -> Result<(warden_jail::Running, warden_jail::TraceLink), ServerEnd> {
     let mut policy = policy.clone();
     policy.initial_window = Some(window.into());
     let mut running = jail
         .spawn(&policy, argv)
-        .with_context(|| format!("starting the {window} phase in the jail"))?;
-    let link = running
-        .trace
-        .take()
-        .context("the jail gave no trace link")?;
+        .map_err(|e| ServerEnd::of_error(&e))?;
+    let link = running.trace.take().ok_or_else(|| {
+        ServerEnd::SandboxFailed("the jail gave no trace link (tracing is unavailable)".into())
+    })?;
     Ok((running, link))
 }
 
@@ -183,6 +254,8 @@ pub struct Installed {
     pub exit_code: Option<i32>,
     /// The end of its standard error.
     pub stderr: String,
+    /// Why the sandbox could not be set up for it, when it could not.
+    pub sandbox_failure: Option<String>,
 }
 
 /// Bytes of the install's stderr kept.
@@ -216,7 +289,17 @@ pub fn run(
     settings: &Settings,
 ) -> Result<(Session, Vec<Event>)> {
     let begun = Instant::now();
-    let (mut running, link) = start_traced(jail, policy, argv, "startup")?;
+    let (mut running, link) = match start_traced(jail, policy, argv, "startup") {
+        Ok(started) => started,
+        Err(end) => {
+            let session = Session {
+                aborted: Some("the server could not be started".into()),
+                end,
+                ..Session::default()
+            };
+            return Ok((session, Vec::new()));
+        }
+    };
     let stdin = running.stdin.take().context("no stdin")?;
     let stdout = running.stdout.take().context("no stdout")?;
     let stderr = running.stderr.take().context("no stderr")?;
@@ -258,12 +341,30 @@ pub fn run(
     let phase = |what: &str| tracing::debug!(ms = begun.elapsed().as_millis(), "{what}");
     phase("session over");
     let _ = link.window(None);
-    running.kill();
-    let _ = running.wait();
+    // A session that ended early may have ended because the server did: give its exit a
+    // moment to arrive before ending the tree ourselves.
+    let wait = if ctx.session.aborted.is_some() {
+        Duration::from_millis(1500)
+    } else {
+        Duration::ZERO
+    };
+    let end = match running.wait_timeout(wait) {
+        Ok(Some(o)) => ServerEnd::Exited {
+            code: o.exit_code,
+            signal: o.signal,
+        },
+        Ok(None) => {
+            running.kill();
+            let _ = running.wait();
+            ServerEnd::Running
+        }
+        Err(e) => ServerEnd::of_error(&e),
+    };
     phase("server gone");
     link.wait_closed(Duration::from_secs(10));
     phase("trace closed");
     let mut session = ctx.session;
+    session.end = end;
     session.stderr = err_thread.join().unwrap_or_default();
     if settings.progress {
         eprintln!();
@@ -299,6 +400,10 @@ async fn session(
         }
     };
     let init_ms = ms(started);
+    ctx.session.initialized = true;
+    ctx.session.declares_tools = client
+        .peer_info()
+        .is_some_and(|i| i.capabilities.tools.is_some());
     // The canaries are the trace's first line, long since arrived.
     ctx.canaries = warden_trace::Canaries::new(ctx.link.canaries());
     let info = client.peer_info();
@@ -337,6 +442,7 @@ async fn session(
             anyhow::bail!("tools/list: {why}");
         }
     };
+    ctx.session.listed = Some(tools.len());
     ctx.record(
         EventKind::McpTiming,
         json!({ "phase": "tools_list", "ms": ms(started), "count": tools.len() }),
@@ -525,6 +631,13 @@ async fn call(
     let elapsed = ms(started);
     ctx.link.window(None)?;
     ctx.session.calls += 1;
+    // The call reached the server: it answered (a result, or an error of its own), or it held
+    // the request past the deadline. A transport failure (a closed pipe) does not count.
+    let reached = matches!(
+        &result,
+        Ok(Ok(_)) | Ok(Err(rmcp::ServiceError::McpError(_))) | Err(_)
+    );
+    ctx.session.exercised += u32::from(reached);
     let (output, is_error, timed_out, error) = match result {
         Ok(Ok(r)) => {
             let text = serde_json::to_string(&r).unwrap_or_default();
@@ -533,6 +646,7 @@ async fn call(
         Ok(Err(e)) => (String::new(), true, false, Some(e.to_string())),
         Err(_) => (String::new(), true, true, None),
     };
+
     let output: String = output.chars().take(MAX_OUTPUT).collect();
     if !is_error {
         ctx.session.accepted += 1;

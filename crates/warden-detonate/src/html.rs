@@ -39,7 +39,9 @@ table{border-collapse:collapse;width:100%;font-size:12px}td,th{border-bottom:1px
 padding:.25em .5em;text-align:left;vertical-align:top}code,td.d{font-family:ui-monospace,\
 monospace;word-break:break-all}tr.ev{background:#fff3e0}.finding{border-left:4px solid #999;\
 padding:.3em .8em;margin:.8em 0}.finding p{margin:.2em 0}.muted{color:#666}\
-svg{width:100%;height:auto;border:1px solid #ddd}";
+svg{width:100%;height:auto;border:1px solid #ddd}.inconclusive{background:#555}\
+.banner{border:3px solid #b26a00;background:#fff3e0;padding:.6em 1em;margin:1em 0}\
+.banner pre{white-space:pre-wrap;word-break:break-all;margin:.4em 0 0}";
 
 /// The page.
 pub fn html(r: &Report) -> String {
@@ -68,6 +70,19 @@ pub fn html(r: &Report) -> String {
         r.duration_ms,
         esc(r.warden_version)
     );
+    if let Some(why) = &r.why {
+        let _ = write!(
+            o,
+            "<div class=\"banner\" role=\"alert\"><strong>INCONCLUSIVE at {}:</strong> the \
+             detonation did not happen, so nothing here is a judgement of the server. {}",
+            esc(&name_of(why.stage)),
+            esc(&why.reason)
+        );
+        if !why.stderr_tail.is_empty() {
+            let _ = write!(o, "<pre>{}</pre>", esc(&why.stderr_tail));
+        }
+        o.push_str("</div>\n");
+    }
     let evidence: HashSet<u64> = r.findings.iter().flat_map(|f| f.evidence.clone()).collect();
     findings(&mut o, r);
     tools(&mut o, r);

@@ -12,10 +12,13 @@ pub struct Report {
     pub schema: &'static str,
     /// What was detonated.
     pub target: String,
-    /// `detonate`.
+    /// `fast` (the deterministic harness).
     pub mode: &'static str,
     /// The verdict.
     pub verdict: Verdict,
+    /// Why the verdict is `INCONCLUSIVE`: where the detonation stopped short.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<crate::Inconclusive>,
     /// 0–100.
     pub score: u32,
     /// Wall time of the whole detonation.
@@ -141,9 +144,28 @@ impl Report {
                     "rules": descriptors,
                 }},
                 "results": results,
+                "invocations": [self.invocation()],
                 "properties": { "verdict": self.verdict, "score": self.score, "target": self.target },
             }],
         })
+    }
+
+    /// The SARIF invocation: whether the detonation happened, and if not, why (as a
+    /// tool execution notification).
+    fn invocation(&self) -> Value {
+        match &self.why {
+            None => json!({ "executionSuccessful": true }),
+            Some(why) => json!({
+                "executionSuccessful": false,
+                "exitCode": 3,
+                "toolExecutionNotifications": [{
+                    "level": "error",
+                    "descriptor": { "id": format!("inconclusive/{}", name_of(why.stage)) },
+                    "message": { "text": format!("INCONCLUSIVE ({}): {}", name_of(why.stage), why.reason) },
+                    "properties": { "stage": why.stage, "stderr_tail": why.stderr_tail },
+                }],
+            }),
+        }
     }
 
     /// The terminal timeline (colour when `colour`, plain ASCII otherwise). Everything the
@@ -173,7 +195,7 @@ impl Report {
         };
         let mut out = String::new();
         let verdict = name_of(self.verdict);
-        let lines = [
+        let mut lines = vec![
             format!(
                 "warden detonate  {}",
                 clean(&self.target.chars().take(60).collect::<String>())
@@ -192,12 +214,34 @@ impl Report {
                 self.events.len()
             ),
         ];
+        if let Some(why) = &self.why {
+            lines.insert(
+                1,
+                format!(
+                    "INCONCLUSIVE at {}: the detonation did not happen",
+                    name_of(why.stage)
+                ),
+            );
+        }
         let width = lines.iter().map(|l| l.chars().count()).max().unwrap_or(0) + 2;
         out.push_str(&format!("+{}+\n", "-".repeat(width)));
         for l in &lines {
             out.push_str(&format!("| {l:<w$} |\n", w = width - 2));
         }
         out.push_str(&format!("+{}+\n", "-".repeat(width)));
+        if let Some(why) = &self.why {
+            out.push_str(&format!(
+                "{} {}\n",
+                paint("1;33", "INCONCLUSIVE"),
+                why.reason
+            ));
+            for line in why.stderr_tail.lines() {
+                out.push_str(&format!("         stderr| {line}\n"));
+            }
+            out.push_str(
+                "         -> nothing was judged: fix the cause above and run it again (exit 3)\n",
+            );
+        }
         if self.findings.is_empty() {
             out.push_str("no findings\n");
         }

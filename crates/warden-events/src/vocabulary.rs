@@ -189,6 +189,9 @@ pub enum Verdict {
     High,
     /// Score 80–100.
     Critical,
+    /// The detonation did not happen (the sandbox, the install, the start-up, `initialize` or
+    /// `tools/list` failed, or no tool was exercised): no score can stand for it.
+    Inconclusive,
 }
 
 impl Verdict {
@@ -225,6 +228,10 @@ mod tests {
         );
         assert_eq!(serde_json::to_value(Category::Ssrf).unwrap(), "ssrf");
         assert_eq!(serde_json::to_value(Verdict::Pass).unwrap(), "PASS");
+        assert_eq!(
+            serde_json::to_value(Verdict::Inconclusive).unwrap(),
+            "INCONCLUSIVE"
+        );
         assert_eq!(
             serde_json::to_value(Severity::Critical).unwrap(),
             "critical"

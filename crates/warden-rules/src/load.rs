@@ -28,10 +28,6 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../rules/startup-shell.yaml"),
     ),
     (
-        "inconclusive.yaml",
-        include_str!("../rules/inconclusive.yaml"),
-    ),
-    (
         "evidence-dropped.yaml",
         include_str!("../rules/evidence-dropped.yaml"),
     ),

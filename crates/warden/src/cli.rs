@@ -52,6 +52,10 @@ pub struct DetonateArgs {
     /// Exit with status 1 when a finding reaches this severity.
     #[arg(long, value_name = "SEVERITY", value_parser = ["low", "medium", "high", "critical"])]
     pub fail_on: Option<String>,
+    /// Exit 0 (or 1 under --fail-on) even when the verdict is INCONCLUSIVE (the sandbox, the
+    /// install or the server's start failed, or no tool was exercised), instead of 3.
+    #[arg(long)]
+    pub allow_inconclusive: bool,
     /// A directory of YAML rules that override (by id) and extend the built-in rules.
     #[arg(long, value_name = "DIR")]
     pub rules: Vec<PathBuf>,

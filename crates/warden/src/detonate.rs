@@ -10,12 +10,24 @@ use warden_events::Severity;
 use crate::cli::DetonateArgs;
 use crate::run::parse_duration;
 
-/// Run it; 0, 1 when --fail-on tripped, 2 on errors, 128+N on signal N.
+/// How a detonation ended, for the exit status.
+enum Gate {
+    /// Judged, and nothing reached --fail-on.
+    Passed,
+    /// A finding reached --fail-on.
+    Tripped,
+    /// The detonation did not happen (and --allow-inconclusive was not given).
+    Inconclusive,
+}
+
+/// Run it; 0, 1 when --fail-on tripped, 2 on errors, 3 when the verdict is INCONCLUSIVE,
+/// 128+N on signal N.
 pub fn main(args: DetonateArgs) -> ExitCode {
     clean_up_on_signals();
     match detonate(&args) {
-        Ok(true) => ExitCode::from(1),
-        Ok(false) => ExitCode::SUCCESS,
+        Ok(Gate::Tripped) => ExitCode::from(1),
+        Ok(Gate::Passed) => ExitCode::SUCCESS,
+        Ok(Gate::Inconclusive) => ExitCode::from(3),
         Err(e) => {
             // Error texts can carry what a package printed: no terminal escapes get through.
             eprintln!(
@@ -47,7 +59,7 @@ fn severity(name: &str) -> Option<Severity> {
     serde_json::from_value(serde_json::Value::String(name.to_owned())).ok()
 }
 
-fn detonate(args: &DetonateArgs) -> Result<bool> {
+fn detonate(args: &DetonateArgs) -> Result<Gate> {
     let mut command = match &args.mcp_command {
         Some(c) => {
             shlex::split(c).with_context(|| format!("--mcp-command {c:?}: unbalanced quotes"))?
@@ -111,6 +123,18 @@ fn detonate(args: &DetonateArgs) -> Result<bool> {
             }
         }
     }
+    if let Some(why) = &report.why {
+        // Said on stderr too: a report written to a file or piped away must not hide it.
+        eprintln!(
+            "warden detonate: INCONCLUSIVE ({}): {}",
+            warden_detonate::report::name_of(why.stage),
+            why.reason
+        );
+        if !args.allow_inconclusive {
+            return Ok(Gate::Inconclusive);
+        }
+    }
     let gate = args.fail_on.as_deref().and_then(severity);
-    Ok(gate.is_some_and(|g| report.findings.iter().any(|f| f.severity >= g)))
+    let tripped = gate.is_some_and(|g| report.findings.iter().any(|f| f.severity >= g));
+    Ok(if tripped { Gate::Tripped } else { Gate::Passed })
 }

@@ -202,6 +202,16 @@ pub fn json_of(program: &str, args: &[&str]) -> serde_json::Value {
 
 /// [`json_of`] with extra environment variables.
 pub fn json_of_with(program: &str, args: &[&str], env: &[(&str, &str)]) -> serde_json::Value {
+    json_exiting(0, program, args, env)
+}
+
+/// `program args` must exit with `code`; its standard output, parsed as JSON.
+pub fn json_exiting(
+    code: i32,
+    program: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> serde_json::Value {
     let out = Command::new(program)
         .args(args)
         .envs(env.iter().copied())
@@ -210,7 +220,7 @@ pub fn json_of_with(program: &str, args: &[&str], env: &[(&str, &str)]) -> serde
         .unwrap_or_else(|e| panic!("{program}: {e}"));
     assert_eq!(
         out.status.code(),
-        Some(0),
+        Some(code),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );

@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::common::*;
 
 /// `unshare --net warden detonate --mcp-command "python3 <fixture>" ARGS`: exit status, report.
-fn detonate(fixture: &str, args: &[&str]) -> (i32, String, String) {
+pub fn detonate(fixture: &str, args: &[&str]) -> (i32, String, String) {
     let script = fixtures().join("mcp/servers").join(fixture);
     let interpreter = if fixture.ends_with(".js") {
         "node"
@@ -37,7 +37,7 @@ pub fn assert_valid(schema_file: &std::path::Path, doc: &Value) {
 }
 
 /// What the JSON Schema in `schema_file` finds wrong with `doc`.
-fn schema_errors(schema_file: &std::path::Path, doc: &Value) -> Vec<String> {
+pub fn schema_errors(schema_file: &std::path::Path, doc: &Value) -> Vec<String> {
     let text = std::fs::read_to_string(schema_file)
         .unwrap_or_else(|e| panic!("{}: {e}", schema_file.display()));
     // The upstream SARIF 2.1.0 schema has one pattern that is not a valid regex (a stray `]`
@@ -50,6 +50,15 @@ fn schema_errors(schema_file: &std::path::Path, doc: &Value) -> Vec<String> {
         .map(|e| format!("{} at {}", e, e.instance_path()))
         .take(10)
         .collect()
+}
+
+/// The official SARIF 2.1.0 schema (shipped in @microsoft/jest-sarif, installed by
+/// fixtures/real/install.sh).
+pub fn sarif_schema() -> std::path::PathBuf {
+    let servers =
+        std::env::var("WARDEN_REAL_SERVERS").unwrap_or_else(|_| "/opt/warden-real-servers".into());
+    std::path::Path::new(&servers)
+        .join("node/node_modules/@microsoft/jest-sarif/lib/schemas/sarif-2.1.0-rtm.5.json")
 }
 
 fn json_report(fixture: &str) -> Value {
@@ -105,7 +114,7 @@ fn evidence_exists(r: &Value) {
 fn a_credential_thief_is_critical() {
     let r = json_report("thief.py");
     assert_eq!(r["schema"], "warden.report/v1");
-    assert_eq!(r["mode"], "detonate");
+    assert_eq!(r["mode"], "fast");
     assert_eq!(r["verdict"], "CRITICAL");
     assert!(r["score"].as_u64().unwrap() >= 80);
     let c = categories(&r);
@@ -274,12 +283,7 @@ fn the_ci_gate_sarif_and_the_timeline() {
     assert_eq!(code, 1, "--fail-on high trips on a critical finding: {err}");
     let sarif: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(sarif["version"], "2.1.0");
-    // The official SARIF 2.1.0 schema (shipped in @microsoft/jest-sarif, installed by
-    // fixtures/real/install.sh).
-    let servers =
-        std::env::var("WARDEN_REAL_SERVERS").unwrap_or_else(|_| "/opt/warden-real-servers".into());
-    let official = std::path::Path::new(&servers)
-        .join("node/node_modules/@microsoft/jest-sarif/lib/schemas/sarif-2.1.0-rtm.5.json");
+    let official = sarif_schema();
     assert_valid(&official, &sarif);
     let mut broken = sarif.clone();
     broken["runs"][0]["results"][0]["level"] = "fatal".into();

@@ -1,6 +1,7 @@
 mod common;
 mod detonate;
 mod escape;
+mod inconclusive;
 mod jail_api;
 mod limits;
 mod observe;

@@ -359,11 +359,13 @@ fn an_interrupted_detonation_leaves_no_folder_and_no_process_behind() {
     }
     // The next run with a package folder sweeps the killed one's.
     let old = stale.expect("the killed run's folder");
-    let r = json_of(
+    let r = json_exiting(
+        3,
         warden_bin(),
         &["detonate", "--output", "json", "pypi:docopt@9.9.9"],
+        &[],
     );
-    assert_eq!(r["verdict"], "HIGH");
+    assert_eq!(r["verdict"], "INCONCLUSIVE");
     assert!(!old.exists(), "{} was swept", old.display());
 }
 
@@ -371,26 +373,25 @@ fn an_interrupted_detonation_leaves_no_folder_and_no_process_behind() {
 fn a_failed_install_still_gets_a_report_and_is_never_a_pass() {
     // No such version: the wheel download fails on the host, the in-jail install fails too;
     // what the install did is still reported, with the detonation inconclusive.
-    let r = json_of(
+    let r = json_exiting(
+        3,
         warden_bin(),
         &["detonate", "--output", "json", "pypi:docopt@9.9.9"],
+        &[],
     );
-    assert_eq!(r["verdict"], "HIGH", "{}", r["findings"]);
-    assert_eq!(r["findings"][0]["rule"], "inconclusive");
+    assert_eq!(r["verdict"], "INCONCLUSIVE", "{}", r["findings"]);
+    assert_eq!(r["why"]["stage"], "install", "{}", r["why"]);
+    let reason = r["why"]["reason"].as_str().unwrap();
+    assert!(reason.starts_with("the install failed"), "{reason}");
     assert!(
-        r["findings"][0]["message"]
+        r["why"]["stderr_tail"]
             .as_str()
             .unwrap()
-            .starts_with("install never succeeded"),
-        "{}",
-        r["findings"][0]
+            .contains("docopt==9.9.9"),
+        "pip's own reason: {}",
+        r["why"]
     );
     assert_eq!(r["harness"]["install_exit_code"], 1);
-    let aborted = r["harness"]["aborted"].as_str().unwrap();
-    assert!(
-        aborted.contains("docopt==9.9.9"),
-        "pip's own reason: {aborted}"
-    );
     let events = r["events"].as_array().unwrap();
     assert!(events.iter().any(|e| e["triggered_by"] == "install"));
     assert!(

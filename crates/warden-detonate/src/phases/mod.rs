@@ -1,0 +1,38 @@
+//! The detonation's phases, in order: [`source`] (fetch a package, or resolve a local target),
+//! [`install`] (its install lifecycle in the sandbox), [`start`] (the start command and the
+//! policy it runs under), [`session`] (the harness against the running server) and
+//! [`verdict`] (rules, score, and whether the run happened at all). Each phase is a function
+//! with its own result type; a phase that could not do its work says so in that result (an
+//! [`verdict::Inconclusive`]) and the later phases decide what it means, so a detonation that
+//! did not happen is a result, never a silent pass.
+
+pub mod install;
+pub mod session;
+pub mod source;
+pub mod start;
+pub mod verdict;
+
+use warden_jail::Policy;
+
+use crate::Options;
+
+/// The policy every phase starts from: tracing and decoys on, the jail's wall time a backstop
+/// 30 s past `budget` (the phase's own deadline ends it first).
+pub fn base_policy(budget: std::time::Duration) -> Policy {
+    let mut policy = Policy {
+        trace: true,
+        decoys: true,
+        ..Policy::default()
+    };
+    policy.limits.wall_time_ms = u64::try_from(budget.as_millis())
+        .unwrap_or(u64::MAX)
+        .saturating_add(30_000);
+    policy
+}
+
+/// Progress on stderr, when asked for.
+pub fn progress(options: &Options, line: &str) {
+    if options.progress {
+        eprintln!("warden detonate: {line}");
+    }
+}

@@ -1,0 +1,259 @@
+//! The last phase: rules over the events, the score, and the verdict — including whether the
+//! detonation happened at all.
+//!
+//! Guarantees: a run in which the sandbox, the install, the start-up, `initialize` or
+//! `tools/list` failed, or in which no tool call reached a server that has tools, is
+//! [`Verdict::Inconclusive`] whatever the findings score; the report says at which [`Stage`]
+//! it stopped, why, and what the server last printed. A PASS is only ever said about a server
+//! whose tools were exercised.
+
+use serde::Serialize;
+use warden_events::{Event, EventKind, Finding, Verdict};
+
+use crate::harness::{ServerEnd, Session};
+use crate::report;
+
+/// Where a detonation stopped short.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stage {
+    /// The sandbox could not be set up.
+    Sandbox,
+    /// The package's install failed, or left nothing to start.
+    Install,
+    /// The server's program could not be started, or exited before it answered.
+    Start,
+    /// The server never answered `initialize`.
+    Initialize,
+    /// `tools/list` failed.
+    ToolsList,
+    /// No tool call reached a server that has (or declares) tools.
+    Tools,
+}
+
+/// Why a detonation is inconclusive.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Inconclusive {
+    /// Where it stopped.
+    pub stage: Stage,
+    /// One line saying why (and, where there is one, what setting fixes it).
+    pub reason: String,
+    /// The last lines the server (or the install) wrote to stderr.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub stderr_tail: String,
+    /// Events that show it (the harness's inconclusive timings).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub evidence: Vec<u64>,
+}
+
+impl Inconclusive {
+    /// An inconclusive run stopped at `stage` for `reason`.
+    pub fn new(stage: Stage, reason: impl Into<String>) -> Inconclusive {
+        Inconclusive {
+            stage,
+            reason: report::clean(&reason.into()),
+            stderr_tail: String::new(),
+            evidence: Vec::new(),
+        }
+    }
+
+    /// The same, with the tail of `stderr` attached.
+    pub fn with_stderr(mut self, stderr: &str) -> Inconclusive {
+        self.stderr_tail = stderr_tail(stderr);
+        self
+    }
+}
+
+/// Lines of stderr kept in the reason.
+const TAIL_LINES: usize = 12;
+/// Characters of stderr kept in the reason.
+const TAIL_CHARS: usize = 2000;
+
+/// The last non-empty lines of `text` (at most [`TAIL_LINES`] and [`TAIL_CHARS`]), with
+/// control and invisible characters written out (the text is the server's).
+pub fn stderr_tail(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let kept = lines[lines.len().saturating_sub(TAIL_LINES)..].join("\n");
+    let start = kept.chars().count().saturating_sub(TAIL_CHARS);
+    let kept: String = kept.chars().skip(start).collect();
+    kept.lines()
+        .map(report::clean)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Whether the session happened: `None` when it did, else where and why it stopped short.
+/// `earlier` is what the install and start phases already found (they win: they came first).
+pub fn happened(
+    earlier: Option<&Inconclusive>,
+    session: &Session,
+    events: &[Event],
+) -> Option<Inconclusive> {
+    if let Some(i) = earlier {
+        return Some(i.clone());
+    }
+    let aborted = session
+        .aborted
+        .as_deref()
+        .unwrap_or("the session ended early");
+    let stopped = match &session.end {
+        ServerEnd::SandboxFailed(why) => Some(Inconclusive::new(Stage::Sandbox, why.clone())),
+        ServerEnd::NotStarted(why) => Some(Inconclusive::new(Stage::Start, why.clone())),
+        ServerEnd::Exited { code, signal } if !session.initialized => Some(Inconclusive::new(
+            Stage::Start,
+            format!(
+                "the server exited ({}) before it answered initialize",
+                status(*code, *signal)
+            ),
+        )),
+        _ if !session.initialized => Some(Inconclusive::new(Stage::Initialize, aborted)),
+        _ => None,
+    };
+    // What the harness saw, and the server's own end when it exited under it.
+    let aborted = match &session.end {
+        ServerEnd::Exited { code, signal } => {
+            format!("{aborted}; the server exited ({})", status(*code, *signal))
+        }
+        _ => aborted.to_owned(),
+    };
+    let listed = session.listed.unwrap_or(0);
+    let stopped = stopped.or_else(|| match session.listed {
+        None => Some(Inconclusive::new(Stage::ToolsList, aborted.clone())),
+        Some(0) if session.declares_tools => Some(Inconclusive::new(
+            Stage::Tools,
+            "the server declares tools but lists none",
+        )),
+        Some(_) if listed > 0 && session.exercised == 0 => {
+            let why = match &session.end {
+                ServerEnd::Exited { code, signal } => format!(
+                    "no tool call was answered: the server exited ({}) at the first",
+                    status(*code, *signal)
+                ),
+                _ => format!("no tool call reached the server ({aborted})"),
+            };
+            Some(Inconclusive::new(Stage::Tools, why))
+        }
+        Some(_) => None,
+    })?;
+    let evidence = events
+        .iter()
+        .filter(|e| e.kind == EventKind::McpTiming && e.data["inconclusive"] == true)
+        .map(|e| e.id)
+        .collect();
+    Some(Inconclusive {
+        evidence,
+        ..stopped.with_stderr(&session.stderr)
+    })
+}
+
+/// `exit code N` or `killed by signal N`.
+fn status(code: Option<i32>, signal: Option<i32>) -> String {
+    match (code, signal) {
+        (Some(c), _) => format!("exit code {c}"),
+        (None, Some(s)) => format!("killed by signal {s}"),
+        (None, None) => "no exit status".into(),
+    }
+}
+
+/// The verdict: the score's band, unless the run did not happen.
+pub fn verdict(score: u32, inconclusive: Option<&Inconclusive>) -> Verdict {
+    match inconclusive {
+        Some(_) => Verdict::Inconclusive,
+        None => Verdict::from_score(score),
+    }
+}
+
+/// The findings the rules make of `events` (`tool_of` names the tool of a call window).
+pub fn findings(
+    rules: &[warden_rules::Compiled],
+    events: &[Event],
+    tool_of: &dyn Fn(Option<&str>) -> Option<String>,
+) -> Vec<Finding> {
+    warden_rules::evaluate(rules, events, tool_of)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ran() -> Session {
+        Session {
+            initialized: true,
+            declares_tools: true,
+            listed: Some(2),
+            exercised: 2,
+            ..Session::default()
+        }
+    }
+
+    #[test]
+    fn only_a_session_that_exercised_tools_is_conclusive() {
+        assert_eq!(happened(None, &ran(), &[]), None);
+        let crashed = Session {
+            end: ServerEnd::Exited {
+                code: Some(1),
+                signal: None,
+            },
+            stderr: "Traceback\nAttributeError: x\n".into(),
+            ..Session::default()
+        };
+        let why = happened(None, &crashed, &[]).unwrap();
+        assert_eq!(why.stage, Stage::Start);
+        assert!(why.reason.contains("exit code 1"), "{}", why.reason);
+        assert!(why.stderr_tail.ends_with("AttributeError: x"));
+        let hung = Session {
+            aborted: Some("initialize timed out after 30000 ms".into()),
+            ..Session::default()
+        };
+        assert_eq!(happened(None, &hung, &[]).unwrap().stage, Stage::Initialize);
+        let no_list = Session {
+            listed: None,
+            ..ran()
+        };
+        assert_eq!(
+            happened(None, &no_list, &[]).unwrap().stage,
+            Stage::ToolsList
+        );
+        let empty = Session {
+            listed: Some(0),
+            exercised: 0,
+            ..ran()
+        };
+        assert_eq!(happened(None, &empty, &[]).unwrap().stage, Stage::Tools);
+        // No tools capability and no tools: nothing to exercise, and nothing failed.
+        let no_tools = Session {
+            declares_tools: false,
+            ..empty
+        };
+        assert_eq!(happened(None, &no_tools, &[]), None);
+        let unreached = Session {
+            exercised: 0,
+            ..ran()
+        };
+        assert_eq!(happened(None, &unreached, &[]).unwrap().stage, Stage::Tools);
+        let jail = Session {
+            end: ServerEnd::SandboxFailed("mounts: mounting /proc (EPERM)".into()),
+            ..Session::default()
+        };
+        assert_eq!(happened(None, &jail, &[]).unwrap().stage, Stage::Sandbox);
+        let earlier = Inconclusive::new(Stage::Install, "pip failed");
+        assert_eq!(happened(Some(&earlier), &ran(), &[]), Some(earlier));
+    }
+
+    #[test]
+    fn no_score_hides_an_inconclusive_run() {
+        let why = Inconclusive::new(Stage::Start, "x");
+        assert_eq!(verdict(0, Some(&why)), Verdict::Inconclusive);
+        assert_eq!(verdict(95, Some(&why)), Verdict::Inconclusive);
+        assert_eq!(verdict(0, None), Verdict::Pass);
+    }
+
+    #[test]
+    fn the_stderr_tail_is_short_and_clean() {
+        let long: String = (0..100).map(|i| format!("line {i}\n")).collect();
+        let tail = stderr_tail(&long);
+        assert_eq!(tail.lines().count(), TAIL_LINES);
+        assert!(tail.ends_with("line 99"));
+        assert_eq!(stderr_tail("a\u{1b}[2Jb\n"), "a\\u{1b}[2Jb");
+    }
+}
