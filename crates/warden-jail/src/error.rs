@@ -126,6 +126,37 @@ pub enum JailError {
     Protocol(&'static str),
 }
 
+impl JailError {
+    /// What would make this work, when Warden knows: the setting that unblocks the sandbox on
+    /// this machine (see [`crate::blockers`]), or the `--ro-bind` that shows a program the
+    /// jail does not (see [`crate::runtime`]).
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            JailError::Setup(f) => crate::blockers::hint(f, &crate::blockers::Host::probe()),
+            JailError::NotFound(program) => {
+                let host = crate::runtime::on_host(program)?;
+                let system = crate::Policy::default().system_paths;
+                let visible = |p: &std::path::Path| system.iter().any(|s| p.starts_with(s));
+                match crate::runtime::installations(&host, &visible) {
+                    Ok(dirs) if !dirs.is_empty() => Some(format!(
+                        "{} is outside the sandbox's view; show its installation read-only with {}",
+                        host.display(),
+                        dirs.iter()
+                            .map(|d| format!("--ro-bind {}", d.display()))
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                    )),
+                    Ok(_) => None,
+                    Err(why) => Some(format!(
+                        "{why}; copy it into its own folder and --ro-bind that"
+                    )),
+                }
+            }
+            _ => None,
+        }
+    }
+}
+
 impl From<SetupFailure> for JailError {
     fn from(f: SetupFailure) -> Self {
         match (f.stage, f.errno) {

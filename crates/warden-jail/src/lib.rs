@@ -18,6 +18,7 @@
 
 #![deny(missing_docs)]
 
+pub mod blockers;
 mod cgroup;
 mod child;
 pub mod error;
@@ -27,7 +28,9 @@ mod landlock;
 mod mounts;
 pub mod outcome;
 pub mod policy;
+pub mod procfs;
 mod protocol;
+pub mod runtime;
 pub mod seccomp;
 mod spawn;
 mod stdio;

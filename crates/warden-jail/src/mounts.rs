@@ -28,6 +28,7 @@ use nix::mount::{MntFlags, MsFlags, mount, umount2};
 use crate::error::{SetupFailure, Stage};
 use crate::idmap::{self, IdPlan};
 use crate::policy::{Policy, WORKSPACE_MOUNT};
+use crate::procfs::ProcSource;
 use crate::protocol::Handoff;
 use crate::sys;
 
@@ -67,6 +68,8 @@ pub struct Prepared {
     pub readable: Vec<PathBuf>,
     /// Paths (inside) writable by the command, for Landlock.
     pub writable: Vec<PathBuf>,
+    /// Where `/proc` comes from (a handed procfs is one of the entries, at `/proc`).
+    pub proc: ProcSource,
 }
 
 fn fail(detail: String, e: Errno) -> SetupFailure {
@@ -160,6 +163,16 @@ impl Prepared {
 }
 
 impl Prepared {
+    /// Add a procfs made for the jail's pid namespace (see [`crate::procfs`]), to be attached
+    /// at `/proc` instead of the one the init would mount.
+    pub fn hand_proc(&mut self, fd: OwnedFd) {
+        self.entries.push(Entry {
+            target: PathBuf::from("/proc"),
+            source: Source::Tree { fd, dir: true },
+        });
+        self.proc = ProcSource::Handed;
+    }
+
     /// Split into what crosses the socket: descriptions and descriptors (host entries are
     /// always detached trees).
     pub fn into_handoff(self) -> (Handoff, Vec<OwnedFd>) {
@@ -175,6 +188,7 @@ impl Prepared {
             mounts,
             readable: self.readable,
             writable: self.writable,
+            proc: self.proc,
         };
         (handoff, fds)
     }
@@ -200,6 +214,7 @@ impl Prepared {
             entries,
             readable: h.readable,
             writable: h.writable,
+            proc: h.proc,
         })
     }
 }
@@ -445,6 +460,7 @@ pub fn stage_system(system: Prepared, policy: &Policy) -> Result<Prepared, Setup
         entries: Vec::new(),
         readable: system.readable,
         writable: system.writable,
+        proc: ProcSource::Fresh,
     };
     let private = MsFlags::MS_REC | MsFlags::MS_PRIVATE;
     mount(None::<&str>, "/", None::<&str>, private, None::<&str>)
@@ -517,26 +533,46 @@ pub fn finish_root(
     etc_files(&root, policy)?;
     let proc_dir = root.join("proc");
     mkdirs(&proc_dir)?;
-    let proc_flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
-    mount(
-        Some("proc"),
-        &proc_dir,
-        Some("proc"),
-        proc_flags,
-        None::<&str>,
-    )
-    .map_err(|e| fail("mounting /proc".into(), e))?;
+    mount_proc(&proc_dir, host.proc)?;
     // No nested user namespaces: the limit is per user namespace and ours is writable by us
-    // only now, before /proc/sys becomes read-only and our capabilities go.
-    write_file(&proc_dir.join("sys/user/max_user_namespaces"), "0")?;
-    // inotify is charged per user up the namespace chain; cap this jail's share.
-    write_file(&proc_dir.join("sys/user/max_inotify_instances"), "64")?;
-    write_file(&proc_dir.join("sys/user/max_inotify_watches"), "16384")?;
+    // only now, before /proc/sys becomes read-only and our capabilities go. (Through a bound
+    // host /proc it is the container's read-only one: seccomp still refuses new namespaces.)
+    let tolerant = host.proc == ProcSource::HostBind;
+    for (name, value) in [
+        ("max_user_namespaces", "0"),
+        // inotify is charged per user up the namespace chain; cap this jail's share.
+        ("max_inotify_instances", "64"),
+        ("max_inotify_watches", "16384"),
+    ] {
+        match write_file(&proc_dir.join("sys/user").join(name), value) {
+            Err(_) if tolerant => {}
+            other => other?,
+        }
+    }
     for sub in ["sys", "sysrq-trigger", "irq", "bus", "fs"] {
         bind_readonly(&proc_dir.join(sub))?;
     }
     pivot(&root)?;
     Ok(lists)
+}
+
+/// The jail's `/proc` at `at`, from where [`crate::procfs`] said (a handed procfs is already
+/// attached there).
+fn mount_proc(at: &Path, source: ProcSource) -> Result<(), SetupFailure> {
+    let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+    match source {
+        ProcSource::Handed => Ok(()),
+        ProcSource::Fresh => mount(Some("proc"), at, Some("proc"), flags, None::<&str>)
+            .map_err(|e| fail("mounting /proc".into(), e)),
+        ProcSource::HostBind => {
+            let bind = MsFlags::MS_BIND | MsFlags::MS_REC;
+            mount(Some("/proc"), at, None::<&str>, bind, None::<&str>)
+                .map_err(|e| fail("binding the host's /proc".into(), e))?;
+            let ro = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | flags;
+            mount(None::<&str>, at, None::<&str>, ro, None::<&str>)
+                .map_err(|e| fail("making the host's /proc read-only".into(), e))
+        }
+    }
 }
 
 fn pivot(root: &Path) -> Result<(), SetupFailure> {

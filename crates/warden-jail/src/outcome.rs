@@ -67,6 +67,11 @@ pub struct Enforcement {
     pub uid_inside: u32,
     /// The host user id that uid maps to.
     pub uid_host: u32,
+    /// Where the jail's `/proc` came from: `fresh` (its own), `handed` (its own, made by the
+    /// supervisor because a container masked this one) or `host_bind` (the container's,
+    /// read-only: a weaker view).
+    #[serde(default)]
+    pub proc: crate::procfs::ProcSource,
 }
 
 /// How far Landlock got.

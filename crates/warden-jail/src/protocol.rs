@@ -86,6 +86,9 @@ pub struct Handoff {
     pub readable: Vec<std::path::PathBuf>,
     /// Paths writable by the command (for Landlock).
     pub writable: Vec<std::path::PathBuf>,
+    /// Where the jail's `/proc` comes from.
+    #[serde(default)]
+    pub proc: crate::procfs::ProcSource,
 }
 
 /// Most descriptors one handoff may carry (the kernel's SCM_RIGHTS limit is 253).
@@ -93,7 +96,7 @@ pub const MAX_HANDOFF_FDS: usize = 250;
 const MAX_HANDOFF_BYTES: usize = 1 << 16;
 
 /// Send `body` and `fds` as one record on a `SOCK_SEQPACKET` socket.
-fn send_record(
+pub(crate) fn send_record(
     sock: &std::os::fd::OwnedFd,
     body: &[u8],
     fds: &[std::os::fd::RawFd],
@@ -111,7 +114,7 @@ fn send_record(
 }
 
 /// Receive one record of at most `max` bytes and its descriptors; EOF is `EPIPE`.
-fn recv_record(
+pub(crate) fn recv_record(
     sock: &std::os::fd::OwnedFd,
     max: usize,
 ) -> Result<(Vec<u8>, Vec<std::os::fd::OwnedFd>), nix::errno::Errno> {

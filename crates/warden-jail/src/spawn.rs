@@ -26,6 +26,10 @@ use crate::error::{JailError, SetupFailure};
 use crate::outcome::Outcome;
 use crate::policy::Policy;
 use crate::protocol::{MAX_JSON_FRAME, read_frame, write_frame};
+
+/// Whether a run of this process already warned that `/proc` is the container's (see
+/// [`crate::procfs`]).
+static PROC_WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 use crate::supervisor::{IoMode, Observer, Request, supervise_with};
 
 /// First argument that makes the `warden` binary act as the jail helper.
@@ -145,6 +149,11 @@ impl Jail {
             None => None,
         };
         let mut lifeline = File::from(req_w);
+        // The weaker-/proc warning is said once per process, not once per run.
+        let req = &Request {
+            proc_warned: PROC_WARNED.load(std::sync::atomic::Ordering::Relaxed),
+            ..req.clone()
+        };
         let body = serde_json::to_vec(req).map_err(|_| JailError::Protocol("request encoding"))?;
         let sent =
             write_frame(&mut lifeline, &body).and_then(|()| write_frame(&mut lifeline, &req.stdin));
@@ -182,6 +191,7 @@ impl Jail {
             argv: argv.to_vec(),
             io: IoMode::Capture,
             stdin: stdin.to_vec(),
+            proc_warned: false,
         };
         let stdio = [Stdio::null(), Stdio::null(), Stdio::null()];
         let (child, lifeline, result, trace) = self.start(&req, stdio)?;
@@ -203,6 +213,7 @@ impl Jail {
             argv: argv.to_vec(),
             io: IoMode::Inherit,
             stdin: Vec::new(),
+            proc_warned: false,
         };
         let stdio = [Stdio::piped(), Stdio::piped(), Stdio::piped()];
         let (mut child, lifeline, result, trace) = self.start(&req, stdio)?;
@@ -529,6 +540,9 @@ impl Running {
         });
         let outcome = match outcome {
             Ok(Reply::Outcome(mut o)) => {
+                if o.enforcement.proc == crate::procfs::ProcSource::HostBind {
+                    PROC_WARNED.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
                 let cap =
                     u32::try_from(o.stdout_bytes.min(u64::from(u32::MAX))).unwrap_or(u32::MAX);
                 o.stdout = read_frame(&mut self.result, cap).unwrap_or_default();

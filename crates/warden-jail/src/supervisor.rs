@@ -30,6 +30,7 @@ use crate::init::{self, Launch};
 use crate::mounts;
 use crate::outcome::{Enforcement, LandlockReport, LimitKind, Mechanism, Outcome, Usage};
 use crate::policy::Policy;
+use crate::procfs::{self, ProcSource};
 use crate::protocol::{StatusMessage, send_handoff};
 use crate::seccomp;
 use crate::stdio::{Output, StdinPump, drain};
@@ -64,6 +65,9 @@ pub struct Request {
     /// Bytes for the command's stdin in [`IoMode::Capture`].
     #[serde(skip)]
     pub stdin: Vec<u8>,
+    /// The caller already warned that `/proc` is the container's (say it once per process).
+    #[serde(default)]
+    pub proc_warned: bool,
 }
 
 /// Debug-level timing of the set-up and tear-down steps (`WARDEN_LOG=debug`).
@@ -144,6 +148,7 @@ struct Running {
     stdin: StdinPump,
     cgroup: RunCgroup,
     started: Instant,
+    proc: ProcSource,
 }
 
 /// Why the supervisor ended the run.
@@ -338,6 +343,7 @@ fn start(req: &Request, policy: &Policy, hub: Option<Arc<Hub>>) -> Result<Runnin
     phase("cloned");
     let mut cgroup = RunCgroup::default();
     let mut tracing = None;
+    let mut proc = ProcSource::Fresh;
     let handed = hand_over(
         init_pid,
         &ids,
@@ -347,6 +353,7 @@ fn start(req: &Request, policy: &Policy, hub: Option<Arc<Hub>>) -> Result<Runnin
         started,
         hub,
         &mut tracing,
+        (!req.proc_warned, &mut proc),
     );
     let pidfd = handed.and_then(|()| {
         sys::pidfd_open(init_pid).map_err(|e| {
@@ -387,6 +394,7 @@ fn start(req: &Request, policy: &Policy, hub: Option<Arc<Hub>>) -> Result<Runnin
         stdin,
         cgroup,
         started,
+        proc,
     })
 }
 
@@ -456,6 +464,7 @@ fn hand_over(
     started: Instant,
     hub: Option<Arc<Hub>>,
     tracing: &mut Option<Tracing>,
+    (warn_proc, proc): (bool, &mut ProcSource),
 ) -> Result<(), HandOver> {
     let phase = |name: &str| log_phase(started, name);
     ids.write_maps(init)
@@ -467,7 +476,13 @@ fn hand_over(
     // Policy mounts first: the init needs them to finish its root, and can pivot while we wait
     // for the cgroup attach below (on cgroup v1 the first write to cgroup.procs can wait for an
     // RCU grace period).
-    let host = mounts::prepare_host(policy, ids).map_err(HandOver::Ours)?;
+    let mut host = mounts::prepare_host(policy, ids).map_err(HandOver::Ours)?;
+    // Inside a container whose runtime masked /proc, the init cannot mount its own.
+    match procfs::plan(init, warn_proc) {
+        (_, Some(fd)) => host.hand_proc(fd),
+        (source, None) => host.proc = source,
+    }
+    *proc = host.proc;
     let (handoff, fds) = host.into_handoff();
     send_handoff(sync, &handoff, &fds).map_err(|e| {
         HandOver::InitGone(SetupFailure::errno(
@@ -835,7 +850,8 @@ fn finish(
             StatusMessage::Exited { code, signal } => exit = Some((code, signal)),
         }
     }
-    let enforcement = enforcement(&r.cgroup, landlock, policy);
+    let mut enforcement = enforcement(&r.cgroup, landlock, policy);
+    enforcement.proc = r.proc;
     phase("status read");
     r.cgroup.remove();
     log_phase(r.started, "cgroup removed");
@@ -933,5 +949,6 @@ fn enforcement(cg: &RunCgroup, landlock: LandlockReport, policy: &Policy) -> Enf
         seccomp: true,
         uid_inside: policy.uid,
         uid_host: ids.host_uid,
+        proc: ProcSource::Fresh,
     }
 }

@@ -20,6 +20,8 @@ pub const MOUNT_ATTR_RDONLY: u64 = 0x0000_0001;
 pub const MOUNT_ATTR_NOSUID: u64 = 0x0000_0002;
 /// `MOUNT_ATTR_NODEV`.
 pub const MOUNT_ATTR_NODEV: u64 = 0x0000_0004;
+/// `MOUNT_ATTR_NOEXEC`.
+pub const MOUNT_ATTR_NOEXEC: u64 = 0x0000_0008;
 /// `MOUNT_ATTR_IDMAP`.
 pub const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
 
@@ -170,15 +172,35 @@ pub fn mkdirat_exist_ok(dir: BorrowedFd<'_>, name: &str, mode: u32) -> Result<()
 
 /// A new, detached tmpfs (`fsopen`/`fsconfig`/`fsmount`), nosuid and nodev.
 pub fn new_tmpfs(size: u64, mode: u32) -> Result<OwnedFd, Errno> {
+    let options = [("size", size.to_string()), ("mode", format!("{mode:o}"))];
+    new_fs(c"tmpfs", &options, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)
+}
+
+/// A new, detached procfs for the caller's active pid namespace, nosuid, nodev and noexec.
+pub fn new_procfs() -> Result<OwnedFd, Errno> {
+    new_fs(
+        c"proc",
+        &[],
+        MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+    )
+}
+
+/// A new, detached mount of `fstype` (`fsopen`/`fsconfig`/`fsmount`) with string `options`
+/// and mount `attrs`.
+fn new_fs(
+    fstype: &std::ffi::CStr,
+    options: &[(&str, String)],
+    attrs: u64,
+) -> Result<OwnedFd, Errno> {
     const FSOPEN_CLOEXEC: u32 = 1;
     const FSCONFIG_SET_STRING: u32 = 1;
     const FSCONFIG_CMD_CREATE: u32 = 6;
     const FSMOUNT_CLOEXEC: u32 = 1;
-    let name = c"tmpfs";
-    // SAFETY: `name` is a static C string.
-    let fs = fd_result(unsafe { libc::syscall(libc::SYS_fsopen, name.as_ptr(), FSOPEN_CLOEXEC) })?;
-    for (key, value) in [("size", size.to_string()), ("mode", format!("{mode:o}"))] {
-        let (k, v) = (to_cstring(key)?, to_cstring(&value)?);
+    // SAFETY: `fstype` is a valid C string for the duration of the call.
+    let fs =
+        fd_result(unsafe { libc::syscall(libc::SYS_fsopen, fstype.as_ptr(), FSOPEN_CLOEXEC) })?;
+    for (key, value) in options {
+        let (k, v) = (to_cstring(key)?, to_cstring(value)?);
         // SAFETY: `k` and `v` are valid C strings that outlive the call.
         unit_result(unsafe {
             libc::syscall(
@@ -202,7 +224,6 @@ pub fn new_tmpfs(size: u64, mode: u32) -> Result<OwnedFd, Errno> {
             0,
         )
     })?;
-    let attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
     // SAFETY: integer arguments only.
     fd_result(unsafe { libc::syscall(libc::SYS_fsmount, fs.as_raw_fd(), FSMOUNT_CLOEXEC, attrs) })
 }

@@ -161,6 +161,9 @@ pub fn main(args: RunArgs) -> ExitCode {
                 _ => 125,
             };
             eprintln!("warden: {e:#}");
+            if let Some(hint) = e.downcast_ref::<JailError>().and_then(JailError::hint) {
+                eprintln!("warden: hint: {hint}");
+            }
             exit_code(code)
         }
     }
@@ -179,6 +182,7 @@ fn run(args: &RunArgs) -> Result<i32> {
             IoMode::Stream
         },
         stdin: Vec::new(),
+        proc_warned: false,
     };
     let observer = if req.policy.trace {
         let dest = args.trace.as_deref().unwrap_or("-");

@@ -50,28 +50,46 @@ pub fn session(
         }
     };
     let mut events = merge(install, events, &mut session);
+    // The server's own folder is its working area: say so on file events there, for the rules;
+    // and files of the runtime installations bound for its program are the runtime's.
     if let Some(src) = &start.resolved.source {
-        mark_workdir(&mut events, &target::mount_point(src));
+        let changes = |k: EventKind| {
+            matches!(
+                k,
+                EventKind::FileWrite | EventKind::FileDelete | EventKind::FileRename
+            )
+        };
+        mark(
+            &mut events,
+            &target::mount_point(src),
+            "in_workdir",
+            &changes,
+        );
+    }
+    for dir in &start.runtime {
+        mark(&mut events, dir, "in_runtime", &|k| {
+            k == EventKind::FileOpen
+        });
     }
     Ok(Observed { session, events })
 }
 
-/// The server's own folder is its working area: say so on file events there, for the rules.
-fn mark_workdir(events: &mut [Event], area: &std::path::Path) {
-    let file = |k: EventKind| {
-        matches!(
-            k,
-            EventKind::FileWrite | EventKind::FileDelete | EventKind::FileRename
-        )
-    };
-    for e in events.iter_mut().filter(|e| file(e.kind)) {
+/// Set `key` on the events of the kinds `which` takes whose path (or rename target) lies in
+/// `area`.
+fn mark(
+    events: &mut [Event],
+    area: &std::path::Path,
+    key: &str,
+    which: &dyn Fn(EventKind) -> bool,
+) {
+    for e in events.iter_mut().filter(|e| which(e.kind)) {
         let inside = ["path", "to"].iter().any(|k| {
             e.data[*k].as_str().is_some_and(|p| {
                 target::absolute(std::path::Path::new(p)).is_ok_and(|p| p.starts_with(area))
             })
         });
         if inside {
-            e.data["in_workdir"] = json!(true);
+            e.data[key] = json!(true);
         }
     }
 }

@@ -8,6 +8,8 @@
 //! report's `sandbox.binds`); a home folder is never bound whole. A start command that cannot
 //! exist is an [`Inconclusive`], not an error, once an install ran (its events still count).
 
+use std::path::{Path, PathBuf};
+
 use anyhow::Result;
 use warden_jail::{Bind, Policy};
 
@@ -26,6 +28,8 @@ pub struct Start {
     pub policy: Policy,
     /// Why it cannot be started at all, if it cannot.
     pub blocked: Option<Inconclusive>,
+    /// The installations bound for the start command's program (see [`bind_runtime`]).
+    pub runtime: Vec<PathBuf>,
 }
 
 /// Plan the server's start after `install`.
@@ -83,9 +87,92 @@ pub fn start(options: &Options, source: &Source, install: &Install) -> Result<St
     for (k, v) in &options.env {
         policy.env.insert(k.clone(), v.clone());
     }
+    let mut resolved = resolved;
+    let mut runtime = Vec::new();
+    if blocked.is_none() {
+        match bind_runtime(&mut resolved.argv, &mut policy, options) {
+            Ok(dirs) => runtime = dirs,
+            Err(why) => blocked = Some(Inconclusive::new(Stage::Start, why)),
+        }
+    }
     Ok(Start {
         resolved,
         policy,
         blocked,
+        runtime,
     })
+}
+
+/// Bind, read-only at their own paths, the installations that the start command's program
+/// needs and the jail does not show (a pyenv or nvm interpreter, a venv and its base, a
+/// Node copied into `/opt`…); a bare name found only on the host's `PATH` is made absolute.
+fn bind_runtime(
+    argv: &mut [String],
+    policy: &mut Policy,
+    options: &Options,
+) -> Result<Vec<PathBuf>, String> {
+    let Some(program) = argv.first().cloned() else {
+        return Ok(Vec::new());
+    };
+    let shown: Vec<PathBuf> = policy
+        .system_paths
+        .iter()
+        .cloned()
+        .chain(policy.binds.iter().map(|b| b.source.clone()))
+        .chain([
+            PathBuf::from(target::SOURCE_MOUNT),
+            PathBuf::from(warden_jail::policy::WORKSPACE_MOUNT),
+        ])
+        .collect();
+    let visible = |p: &Path| shown.iter().any(|s| p.starts_with(s));
+    let host = if program.contains('/') {
+        PathBuf::from(&program)
+    } else {
+        // A bare name: the jail's PATH finds it, unless only the host's does.
+        let in_jail = policy.env.get("PATH").is_some_and(|path| {
+            path.split(':').any(|d| {
+                let dir = Path::new(d);
+                let on_host = match (
+                    dir.strip_prefix(warden_jail::policy::WORKSPACE_MOUNT),
+                    &policy.workspace,
+                ) {
+                    (Ok(rest), Some(ws)) => ws.join(rest),
+                    (Ok(_), None) => return false,
+                    (Err(_), _) => dir.to_path_buf(),
+                };
+                visible(dir) && on_host.join(&program).exists()
+            })
+        });
+        match (in_jail, warden_jail::runtime::on_host(&program)) {
+            (false, Some(found)) => found,
+            _ => return Ok(Vec::new()),
+        }
+    };
+    if visible(&host) || !host.is_absolute() || !host.exists() {
+        return Ok(Vec::new());
+    }
+    let dirs = warden_jail::runtime::installations(&host, &visible)?;
+    if let Some(owned) = dirs.iter().find(|d| target::mount_point(d) != **d) {
+        return Err(format!(
+            "{} needs {}, a place the sandbox keeps for itself: install it elsewhere",
+            host.display(),
+            owned.display()
+        ));
+    }
+    for dir in &dirs {
+        super::progress(
+            options,
+            &format!(
+                "binding {} read-only (the start command needs it)",
+                dir.display()
+            ),
+        );
+        policy.binds.push(Bind {
+            source: dir.clone(),
+            target: Some(dir.clone()),
+            writable: false,
+        });
+    }
+    argv[0] = host.display().to_string();
+    Ok(dirs)
 }

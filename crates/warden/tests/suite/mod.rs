@@ -8,5 +8,6 @@ mod observe;
 mod projects;
 mod real_servers;
 mod run_cli;
+mod runtimes;
 mod serve;
 mod trace;

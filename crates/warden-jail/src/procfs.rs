@@ -1,0 +1,161 @@
+//! Where the jail's `/proc` comes from, including inside containers.
+//!
+//! The jail normally mounts a fresh procfs for its own pid namespace from inside its user
+//! namespace. The kernel refuses that ("mount too revealing", `EPERM`) when no procfs of the
+//! jail's mount namespace is fully visible — which is what container runtimes cause when they
+//! mask `/proc/sys`, `/proc/kcore`, `/proc/keys`… with mounts of their own (Docker, Podman,
+//! Kubernetes, most CI containers). The supervisor sees those masks in its mount table and
+//! then, in order:
+//!
+//! 1. [`ProcSource::Handed`]: makes the fresh procfs itself, with the caller's privileges, from
+//!    a short-lived process that has joined the jail's pid namespace (`setns`, then `fork`, then
+//!    `fsopen("proc")`/`fsmount`), and hands the detached mount to the init, which attaches it
+//!    as it would its own. Same guarantees as on a bare host: only the jail's processes, and
+//!    the same read-only binds over `/proc/sys` and friends. Needs `CAP_SYS_ADMIN` in the
+//!    container's mount namespace (root on the host, `--cap-add SYS_ADMIN`, a privileged pod).
+//! 2. [`ProcSource::HostBind`]: where that is refused too, the container's own `/proc` is bound
+//!    read-only, masks included. Weaker, and said so on stderr: the jail then lists the
+//!    container's processes (it still cannot read their memory, environment or descriptors,
+//!    which belong to other users).
+//!
+//! Without masks the jail mounts its own, as always ([`ProcSource::Fresh`]).
+
+use std::os::fd::{AsRawFd, OwnedFd};
+
+use nix::errno::Errno;
+use nix::sched::CloneFlags;
+use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
+use nix::sys::wait::{WaitStatus, waitpid};
+use nix::unistd::Pid;
+use serde::{Deserialize, Serialize};
+
+use crate::protocol::{recv_record, send_record};
+use crate::sys::{self, CloneResult};
+
+/// Where the jail's `/proc` comes from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProcSource {
+    /// The init mounts a fresh procfs itself.
+    #[default]
+    Fresh,
+    /// The supervisor made a fresh procfs for the jail's pid namespace; it travels with the
+    /// host mounts, targeted at `/proc`.
+    Handed,
+    /// The host's (container's) `/proc`, bound read-only with its masks.
+    HostBind,
+}
+
+/// Whether `mountinfo` (the text of `/proc/self/mountinfo`) has mounts on top of `/proc`: the
+/// masks of a container runtime, which stop a user namespace from mounting a procfs.
+/// (`binfmt_misc` sits on a directory the kernel keeps empty, which does not count.)
+pub fn masked(mountinfo: &str) -> bool {
+    mountinfo.lines().any(|l| {
+        l.split(' ')
+            .nth(4)
+            .is_some_and(|point| point.starts_with("/proc/") && point != "/proc/sys/fs/binfmt_misc")
+    })
+}
+
+/// Decide where the jail's `/proc` comes from for a jail whose init is `init`; for
+/// [`ProcSource::Handed`] the procfs is returned too. `warn`: say so on stderr when the
+/// answer is the weaker [`ProcSource::HostBind`].
+pub(crate) fn plan(init: Pid, warn: bool) -> (ProcSource, Option<OwnedFd>) {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    if !masked(&mountinfo) {
+        return (ProcSource::Fresh, None);
+    }
+    match for_pid_namespace(init) {
+        Ok(fd) => {
+            tracing::debug!("/proc is masked here; the jail gets a procfs made by the supervisor");
+            (ProcSource::Handed, Some(fd))
+        }
+        Err(e) if !warn => {
+            tracing::debug!("no fresh procfs here ({e}): binding this /proc read-only");
+            (ProcSource::HostBind, None)
+        }
+        Err(e) => {
+            tracing::warn!(
+                "weaker sandbox: /proc is masked here (a container) and no fresh procfs can be \
+                 mounted ({}), so the sandbox sees this /proc read-only, which lists the \
+                 container's processes; to keep the pid view private give Warden CAP_SYS_ADMIN \
+                 (docker run --cap-add SYS_ADMIN) or unmask /proc (docker run --security-opt \
+                 systempaths=unconfined; Kubernetes: securityContext.procMount: Unmasked)",
+                e.desc()
+            );
+            (ProcSource::HostBind, None)
+        }
+    }
+}
+
+/// A fresh procfs for the pid namespace of `init`, made from a child that joins that
+/// namespace. Only call from a single-threaded process (it forks).
+pub(crate) fn for_pid_namespace(init: Pid) -> Result<OwnedFd, Errno> {
+    let pidfd = sys::pidfd_open(init)?;
+    let (ours, theirs) = socketpair(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        None,
+        SockFlag::SOCK_CLOEXEC,
+    )?;
+    match sys::fork_single_threaded()? {
+        CloneResult::Child => {
+            drop(ours);
+            // `setns(CLONE_NEWPID)` moves only our children into the namespace: the mount is
+            // made by a grandchild, whose active pid namespace is the jail's.
+            let made = nix::sched::setns(&pidfd, CloneFlags::CLONE_NEWPID).and_then(|()| {
+                match sys::fork_single_threaded()? {
+                    CloneResult::Child => {
+                        let sent = match sys::new_procfs() {
+                            Ok(fd) => send_record(&theirs, b"ok", &[fd.as_raw_fd()]),
+                            Err(e) => send_record(&theirs, &(e as i32).to_le_bytes(), &[]),
+                        };
+                        sys::exit_now(i32::from(sent.is_err()))
+                    }
+                    CloneResult::Parent(pid) => match waitpid(pid, None)? {
+                        WaitStatus::Exited(_, 0) => Ok(()),
+                        _ => Err(Errno::ECHILD),
+                    },
+                }
+            });
+            if let Err(e) = made {
+                let _ = send_record(&theirs, &(e as i32).to_le_bytes(), &[]);
+            }
+            sys::exit_now(0)
+        }
+        CloneResult::Parent(child) => {
+            drop(theirs);
+            let got = recv_record(&ours, 16);
+            let _ = waitpid(child, None);
+            let (body, mut fds) = got?;
+            match fds.pop() {
+                Some(fd) => Ok(fd),
+                None => {
+                    let raw = body.get(..4).and_then(|b| <[u8; 4]>::try_from(b).ok());
+                    Err(raw.map_or(Errno::EIO, |b| Errno::from_raw(i32::from_le_bytes(b))))
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masks_over_proc_are_seen() {
+        let bare = "22 1 0:21 / /proc rw,nosuid - proc proc rw\n\
+                    23 1 0:22 / /sys rw - sysfs sysfs rw\n";
+        assert!(!masked(bare));
+        let docker = "22 1 0:21 / /proc rw,nosuid - proc proc rw\n\
+                      40 22 0:30 /bus /proc/bus ro - proc proc rw\n\
+                      41 22 0:5 /null /proc/kcore rw - devtmpfs udev rw\n";
+        assert!(masked(docker));
+        // A path that merely starts like /proc is not a mask, nor is binfmt_misc.
+        assert!(!masked("30 1 0:40 / /procs rw - tmpfs t rw\n"));
+        assert!(!masked(
+            "31 22 0:41 / /proc/sys/fs/binfmt_misc rw - binfmt_misc b rw\n"
+        ));
+    }
+}
