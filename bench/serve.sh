@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # warden serve latency and throughput through the official MCP Python SDK, beside
-# `warden run -- echo hi` in the same run. Needs root and `pip install mcp`.
+# `warden run -- echo hi` in the same run. Needs root and ./setup.sh (the SDK's venv).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 -c 'import mcp' 2>/dev/null || python3 -m pip install --quiet 'mcp==2.3.0'
+sdk=${WARDEN_REAL_SERVERS:-/opt/warden-real-servers}/sdk/bin/python
+[ -x "$sdk" ] || ./setup.sh
 cargo build --release -q
-python3 bench/serve.py target/release/warden
+"$sdk" bench/serve.py target/release/warden

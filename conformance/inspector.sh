@@ -1,20 +1,13 @@
 #!/usr/bin/env bash
 # Drives `warden serve` over stdio with the official MCP Inspector's CLI (a TypeScript client,
 # which validates results against the tools' output schemas): list the tools, run a command,
-# and get a tool error back as an error result. Installs the Inspector into conformance/.npm.
+# and get a tool error back as an error result. The Inspector comes from install.sh.
 # Usage: conformance/inspector.sh [path/to/warden]
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 warden="$(cd "$(dirname "${1:-$here/../target/debug/warden}")" && pwd)/$(basename "${1:-warden}")"
 npm_dir="$here/.npm"
-mkdir -p "$npm_dir"
-[ -f "$npm_dir/package.json" ] || echo '{"name": "warden-conformance", "private": true}' > "$npm_dir/package.json"
-if [ ! -x "$npm_dir/node_modules/node/bin/node" ]; then
-    (cd "$npm_dir" && npm install --silent --no-audit --no-fund node@22)
-fi
-if [ ! -e "$npm_dir/node_modules/.bin/inspector" ]; then
-    (cd "$npm_dir" && npm install --silent --no-audit --no-fund @modelcontextprotocol/inspector@2.12.0)
-fi
+"$here/install.sh"
 export PATH="$npm_dir/node_modules/node/bin:$PATH"
 export MCP_CATALOG_PATH="$npm_dir/inspector-catalog.json"
 inspect() { node "$npm_dir/node_modules/.bin/inspector" --cli "$warden" serve "$@"; }

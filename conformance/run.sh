@@ -1,17 +1,12 @@
 #!/usr/bin/env bash
 # Runs the official MCP conformance suite (@modelcontextprotocol/conformance, which needs Node 22)
 # against `warden serve --http` on loopback, with the expected failures listed (and explained)
-# in expected-failures.yml. Installs Node 22 and the suite from the npm registry into
-# conformance/.npm on first use. Usage: conformance/run.sh [path/to/warden]
+# in expected-failures.yml. Node 22 and the suite come from install.sh (into conformance/.npm). Usage: conformance/run.sh [path/to/warden]
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 warden="${1:-$here/../target/debug/warden}"
 npm_dir="$here/.npm"
-if [ ! -x "$npm_dir/node_modules/node/bin/node" ] || [ ! -e "$npm_dir/node_modules/.bin/conformance" ]; then
-    mkdir -p "$npm_dir"
-    [ -f "$npm_dir/package.json" ] || echo '{"name": "warden-conformance", "private": true}' > "$npm_dir/package.json"
-    (cd "$npm_dir" && npm install --silent --no-audit --no-fund node@22 @modelcontextprotocol/conformance@0.1.16)
-fi
+"$here/install.sh"
 export PATH="$npm_dir/node_modules/node/bin:$PATH"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 "$warden" serve --http "127.0.0.1:$port" 2>"$npm_dir/server.log" &

@@ -492,9 +492,12 @@ fn read_link(
                     s.answered = s.answered.max(seq);
                     s.last_record = v.get("recorded").and_then(serde_json::Value::as_u64);
                 }
-            } else if let Some(list) = v.get("canaries") {
-                s.canaries = serde_json::from_value(list.clone()).unwrap_or_default();
             } else if let Ok(e) = serde_json::from_value::<warden_events::Event>(v) {
+                if e.kind == warden_events::EventKind::SandboxStarted
+                    && let Some(list) = e.data.get("canaries")
+                {
+                    s.canaries = serde_json::from_value(list.clone()).unwrap_or_default();
+                }
                 if s.events.len() < LINK_EVENTS && bytes <= LINK_BYTES {
                     s.events.push(e);
                 } else {

@@ -105,7 +105,7 @@ const MAX_EVENTS: usize = 20_000;
 pub struct Observer<'a> {
     /// Where events are streamed as JSON lines while the run lasts (they are then not kept in
     /// the outcome). Window acknowledgements (`{"ack": NAME}`) and, with decoys, the canaries
-    /// (`{"canaries": [...]}`, first) go there too.
+    /// (the planted canaries are in the first, `sandbox.started`) go there too.
     pub sink: Option<Sink>,
     /// Where the caller opens and closes attribution windows: one JSON object per line,
     /// `{"window": "tool_call:3"}` or `{"window": null}`. Each is acknowledged on the sink
@@ -213,14 +213,13 @@ pub fn supervise_with(
         Arc::new(Hub::new(MAX_EVENTS, observer.sink, canaries))
     });
     if let Some(hub) = &hub {
-        if let Some(c) = hub.canaries() {
-            hub.announce(&serde_json::json!({ "canaries": c.list() }));
-        }
+        // The planted canaries travel in the first event, so every line of a trace is an event.
         let data = serde_json::json!({
             "argv": req.argv,
             "decoys": policy.decoys,
             "dns": policy.dns,
             "limits": policy.limits,
+            "canaries": hub.canaries().map(|c| c.list()),
         });
         hub.record(warden_events::EventKind::SandboxStarted, None, data);
         if let Some(w) = &policy.initial_window {
@@ -516,8 +515,10 @@ fn hand_over(
     }
     if ids.privileged && (cgroup.memory().is_none() || cgroup.pids().is_none()) {
         tracing::warn!(
-            "no cgroup memory/pids controller available to Warden (cgroup v2 needs a delegated \
-             subtree): only per-process rlimits limit this run"
+            "no cgroup memory/pids controller available to Warden: only per-process rlimits \
+             limit this run (give it a writable cgroup file system: docker run \
+             --cgroupns=private -v /sys/fs/cgroup:/sys/fs/cgroup:rw, or a delegated cgroup v2 \
+             subtree)"
         );
     }
     let go = [

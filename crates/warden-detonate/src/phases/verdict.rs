@@ -117,13 +117,21 @@ pub fn happened(
         _ => aborted.to_owned(),
     };
     let listed = session.listed.unwrap_or(0);
+    // A call the server died of at a sandbox limit did reach it: that is what it did.
+    let limit_in_a_call = events.iter().any(|e| {
+        e.kind == EventKind::SandboxLimitHit
+            && e.triggered_by
+                .as_deref()
+                .is_some_and(|w| w.starts_with("tool_call:"))
+    });
+    let exercised = session.exercised > 0 || limit_in_a_call;
     let stopped = stopped.or_else(|| match session.listed {
         None => Some(Inconclusive::new(Stage::ToolsList, aborted.clone())),
         Some(0) if session.declares_tools => Some(Inconclusive::new(
             Stage::Tools,
             "the server declares tools but lists none",
         )),
-        Some(_) if listed > 0 && session.exercised == 0 => {
+        Some(_) if listed > 0 && !exercised => {
             let why = match &session.end {
                 ServerEnd::Exited { code, signal } => format!(
                     "no tool call was answered: the server exited ({}) at the first",

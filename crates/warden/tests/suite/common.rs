@@ -4,12 +4,70 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
+/// The `warden` the tests run: the binary itself, or, on a thread inside [`in_a_container`],
+/// a wrapper that starts it where a container runtime would (a masked `/proc`).
 pub fn warden_bin() -> &'static str {
+    if IN_CONTAINER.with(std::cell::Cell::get) {
+        container_wrapper()
+    } else {
+        the_binary()
+    }
+}
+
+/// The `warden` binary itself.
+pub fn the_binary() -> &'static str {
     env!("CARGO_BIN_EXE_warden")
+}
+
+thread_local! {
+    static IN_CONTAINER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Run `body` with every `warden` it starts (through [`warden_bin`]) inside the simulated
+/// container of `fixtures/containers/masked-proc.sh`.
+pub fn in_a_container(body: impl FnOnce()) {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            IN_CONTAINER.with(|c| c.set(false));
+        }
+    }
+    IN_CONTAINER.with(|c| c.set(true));
+    let _reset = Reset;
+    body();
+}
+
+/// A script that runs the binary under `masked-proc.sh` (made once per test process).
+fn container_wrapper() -> &'static str {
+    static WRAPPER: OnceLock<String> = OnceLock::new();
+    WRAPPER.get_or_init(|| {
+        let path =
+            std::env::temp_dir().join(format!("warden-in-a-container-{}", std::process::id()));
+        let script = format!(
+            "#!/bin/sh\nexec {} {} \"$@\"\n",
+            fixtures().join("containers/masked-proc.sh").display(),
+            the_binary()
+        );
+        std::fs::write(&path, script).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path.display().to_string()
+    })
 }
 
 pub fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures")
+}
+
+/// Where `./setup.sh` installed the public MCP servers and the SDK.
+pub fn real_servers() -> PathBuf {
+    std::env::var_os("WARDEN_REAL_SERVERS")
+        .map_or_else(|| PathBuf::from("/opt/warden-real-servers"), PathBuf::from)
+}
+
+/// The Python of the official MCP SDK's virtual environment (made by `./setup.sh`).
+pub fn sdk_python() -> PathBuf {
+    real_servers().join("sdk/bin/python")
 }
 
 pub fn attacks() -> PathBuf {

@@ -111,7 +111,7 @@ fn evidence_exists(r: &Value) {
 }
 
 #[test]
-fn a_credential_thief_is_critical() {
+pub fn a_credential_thief_is_critical() {
     let r = json_report("thief.py");
     assert_eq!(r["schema"], "warden.report/v1");
     assert_eq!(r["mode"], "fast");
@@ -168,7 +168,7 @@ fn a_credential_thief_is_critical() {
 }
 
 #[test]
-fn a_vulnerable_server_is_caught_by_its_payloads() {
+pub fn a_vulnerable_server_is_caught_by_its_payloads() {
     // The same two flaws, in Python and in Node.
     for fixture in ["vulnerable.py", "vulnerable.js"] {
         let r = json_report(fixture);
@@ -198,7 +198,7 @@ fn a_vulnerable_server_is_caught_by_its_payloads() {
 }
 
 #[test]
-fn poisoned_metadata_and_a_rug_pull_are_caught() {
+pub fn poisoned_metadata_and_a_rug_pull_are_caught() {
     let r = json_report("poisoned.py");
     let c = categories(&r);
     assert!(
@@ -265,7 +265,7 @@ fn poisoned_metadata_and_a_rug_pull_are_caught() {
 }
 
 #[test]
-fn a_benign_server_passes_and_its_calls_are_accepted() {
+pub fn a_benign_server_passes_and_its_calls_are_accepted() {
     let r = json_report("benign_echo.py");
     assert_eq!(r["verdict"], "PASS", "{}", r["findings"]);
     assert!(r["findings"].as_array().unwrap().is_empty());
@@ -275,7 +275,7 @@ fn a_benign_server_passes_and_its_calls_are_accepted() {
 }
 
 #[test]
-fn the_ci_gate_sarif_and_the_timeline() {
+pub fn the_ci_gate_sarif_and_the_timeline() {
     let (code, out, err) = detonate(
         "thief.py",
         &["--output", "sarif", "--fail-on", "high", "--no-payloads"],
@@ -313,7 +313,7 @@ fn the_ci_gate_sarif_and_the_timeline() {
 }
 
 #[test]
-fn the_html_page_draws_the_findings_and_escapes_what_the_server_chose() {
+pub fn the_html_page_draws_the_findings_and_escapes_what_the_server_chose() {
     let (code, page, err) = detonate("thief.py", &["--output", "html", "--no-payloads"]);
     assert_eq!(code, 0, "{err}");
     assert!(page.starts_with("<!doctype html>"));
@@ -352,7 +352,7 @@ fn the_html_page_draws_the_findings_and_escapes_what_the_server_chose() {
 }
 
 #[test]
-fn a_two_mebibyte_tool_name_does_not_stop_the_session() {
+pub fn a_two_mebibyte_tool_name_does_not_stop_the_session() {
     let (code, out, err) = detonate("markup.py", &["--output", "json", "--no-payloads"]);
     assert_eq!(code, 0, "{err}");
     let r: Value = serde_json::from_str(&out).unwrap();
@@ -389,7 +389,7 @@ fn has(f: &[(String, String, String)], rule: &str, severity: &str, tool: &str) -
 }
 
 #[test]
-fn one_fixture_per_category() {
+pub fn one_fixture_per_category() {
     let f = findings("sql_search.py", &[]);
     assert!(has(&f, "sql-injection", "high", "search"), "{f:?}");
     let (_, out, _) = detonate("sql_search.py", &["--output", "json"]);
@@ -442,7 +442,7 @@ fn one_fixture_per_category() {
 }
 
 #[test]
-fn a_local_packages_install_hook_runs_in_the_jail_and_is_judged() {
+pub fn a_local_packages_install_hook_runs_in_the_jail_and_is_judged() {
     let folder = fixtures().join("mcp/npm-hook").display().to_string();
     let r = json_of(
         "unshare",

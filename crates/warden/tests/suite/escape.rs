@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use super::common::*;
 
 #[test]
-fn host_secrets_are_not_visible() {
+pub fn host_secrets_are_not_visible() {
     let n = nonce();
     let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
     let canary_home = format!("{home}/.warden-canary-{n}");
@@ -22,7 +22,7 @@ fn host_secrets_are_not_visible() {
 }
 
 #[test]
-fn control_read_secrets_oracle_sees_a_readable_canary() {
+pub fn control_read_secrets_oracle_sees_a_readable_canary() {
     let n = nonce();
     let dir = tempfile::tempdir().unwrap();
     let canary = dir.path().join("canary");
@@ -41,7 +41,7 @@ fn control_read_secrets_oracle_sees_a_readable_canary() {
 }
 
 #[test]
-fn writes_outside_the_workspace_fail() {
+pub fn writes_outside_the_workspace_fail() {
     let r = attack("write_outside.sh", &[]);
     assert_blocked(&r, 11);
     for p in ["/usr/warden-x", "/usr/bin/warden-x", "/warden-x"] {
@@ -53,13 +53,13 @@ fn writes_outside_the_workspace_fail() {
 }
 
 #[test]
-fn proc_does_not_reach_the_host_or_the_runtime() {
-    let warden_before = std::fs::read(warden_bin()).unwrap();
+pub fn proc_does_not_reach_the_host_or_the_runtime() {
+    let warden_before = std::fs::read(the_binary()).unwrap();
     let me = std::process::id().to_string();
     let r = attack("proc", &[&me]);
     assert_blocked(&r, 16);
     assert_eq!(
-        std::fs::read(warden_bin()).unwrap(),
+        std::fs::read(the_binary()).unwrap(),
         warden_before,
         "the warden binary changed"
     );
@@ -68,44 +68,44 @@ fn proc_does_not_reach_the_host_or_the_runtime() {
 }
 
 #[test]
-fn ptrace_and_cross_process_memory_are_denied() {
+pub fn ptrace_and_cross_process_memory_are_denied() {
     assert_blocked(&attack("ptrace", &[]), 6);
 }
 
 #[test]
-fn mounts_and_the_new_mount_api_are_denied() {
+pub fn mounts_and_the_new_mount_api_are_denied() {
     assert_blocked(&attack("mounts", &[]), 13);
 }
 
 #[test]
-fn new_namespaces_and_setns_are_denied() {
+pub fn new_namespaces_and_setns_are_denied() {
     assert_blocked(&attack("namespaces", &[]), 9);
 }
 
 #[test]
-fn control_namespace_oracle_sees_unshare_on_the_host() {
+pub fn control_namespace_oracle_sees_unshare_on_the_host() {
     let out = Command::new(compiled("namespaces")).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("ESCAPE unshare user"), "{text}");
 }
 
 #[test]
-fn kernel_attack_surface_is_closed() {
+pub fn kernel_attack_surface_is_closed() {
     assert_blocked(&attack("kernel", &[]), 31);
 }
 
 #[test]
-fn terminal_injection_is_denied() {
+pub fn terminal_injection_is_denied() {
     assert_blocked(&attack("tty", &[]), 8);
 }
 
 #[test]
-fn only_unix_and_ip_sockets_exist() {
+pub fn only_unix_and_ip_sockets_exist() {
     assert_blocked(&attack("sockets", &[]), 12);
 }
 
 #[test]
-fn host_loopback_and_abstract_sockets_are_unreachable() {
+pub fn host_loopback_and_abstract_sockets_are_unreachable() {
     use std::os::linux::net::SocketAddrExt;
     let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     tcp.set_nonblocking(true).unwrap();
@@ -127,7 +127,7 @@ fn host_loopback_and_abstract_sockets_are_unreachable() {
 }
 
 #[test]
-fn rename_race_cannot_leave_the_workspace() {
+pub fn rename_race_cannot_leave_the_workspace() {
     let parent = tempfile::tempdir().unwrap();
     let canary = format!("warden-canary-{}", nonce());
     std::fs::write(
@@ -150,7 +150,7 @@ fn rename_race_cannot_leave_the_workspace() {
 }
 
 #[test]
-fn symlinks_planted_in_the_workspace_resolve_inside_the_jail() {
+pub fn symlinks_planted_in_the_workspace_resolve_inside_the_jail() {
     let ws = tempfile::tempdir().unwrap();
     let canary = ws.path().with_extension("canary");
     std::fs::write(&canary, "host secret").unwrap();
@@ -177,7 +177,7 @@ fn symlinks_planted_in_the_workspace_resolve_inside_the_jail() {
 }
 
 #[test]
-fn setuid_binaries_grant_nothing() {
+pub fn setuid_binaries_grant_nothing() {
     // A setuid-root binary owned by host root, bound read-only, and one in the workspace.
     let dir = tempfile::tempdir().unwrap();
     let suid = dir.path().join("whoami");
@@ -212,7 +212,7 @@ fn setuid_binaries_grant_nothing() {
 }
 
 #[test]
-fn inherited_descriptors_are_closed() {
+pub fn inherited_descriptors_are_closed() {
     // Start warden with extra descriptors open (5 and 7, to a host file).
     let ws = workspace_with("fds");
     let script = format!(
@@ -231,14 +231,14 @@ fn inherited_descriptors_are_closed() {
 }
 
 #[test]
-fn control_fds_oracle_sees_an_inherited_descriptor() {
+pub fn control_fds_oracle_sees_an_inherited_descriptor() {
     let script = format!("exec 5</etc/hostname; {}", compiled("fds").display());
     let out = Command::new("bash").args(["-c", &script]).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("inherited fd 5"));
 }
 
 #[test]
-fn host_processes_cannot_be_signalled() {
+pub fn host_processes_cannot_be_signalled() {
     let mut victim = Command::new("sleep")
         .arg(format!("1002.{}", nonce()))
         .spawn()
@@ -255,7 +255,7 @@ fn host_processes_cannot_be_signalled() {
 }
 
 #[test]
-fn background_grandchild_does_not_outlive_the_timeout() {
+pub fn background_grandchild_does_not_outlive_the_timeout() {
     let n = nonce();
     let script =
         format!("(setsid sleep 1001.{n} &) ; (setsid sh -c 'sleep 1003.{n}' &); sleep 100");
@@ -271,7 +271,7 @@ fn background_grandchild_does_not_outlive_the_timeout() {
 }
 
 #[test]
-fn the_sandbox_dies_with_warden() {
+pub fn the_sandbox_dies_with_warden() {
     let n = nonce();
     let mut w = Command::new(warden_bin())
         .args(["run", "--", "sh", "-c", &format!("sleep 1004.{n}; :")])
@@ -295,7 +295,7 @@ fn the_sandbox_dies_with_warden() {
 /// ids, and the kernel clears it on every credential change, so a SIGKILLed `warden run` left
 /// its init and command running. Checks the init as well as the command, every time.
 #[test]
-fn regression_parent_death_signal_survives_the_id_change() {
+pub fn regression_parent_death_signal_survives_the_id_change() {
     for _ in 0..3 {
         let n = nonce();
         let mut w = Command::new(warden_bin())
@@ -318,7 +318,7 @@ fn regression_parent_death_signal_survives_the_id_change() {
 }
 
 #[test]
-fn the_sandbox_dies_with_the_library_caller_lifeline() {
+pub fn the_sandbox_dies_with_the_library_caller_lifeline() {
     let n = nonce();
     let jail = warden_jail::Jail::with_helper(warden_bin());
     let argv = vec!["sleep".to_string(), format!("1005.{n}")];
@@ -332,7 +332,7 @@ fn the_sandbox_dies_with_the_library_caller_lifeline() {
 }
 
 #[test]
-fn probe_from_the_inside() {
+pub fn probe_from_the_inside() {
     let ws = workspace_with("probe.sh");
     let r = warden(&[
         "run",
@@ -389,7 +389,7 @@ fn probe_from_the_inside() {
 }
 
 #[test]
-fn landlock_is_an_independent_layer() {
+pub fn landlock_is_an_independent_layer() {
     // /proc is mounted writable for a process's own files (like /proc/self/comm); Landlock
     // allows only reading there. With Landlock off the write works, with it on it does not.
     let dir = tempfile::tempdir().unwrap();
@@ -430,7 +430,7 @@ fn landlock_is_an_independent_layer() {
 /// A symlink left in a workspace by an earlier run must not redirect a later bind: the source
 /// `ws/cache -> /etc` would otherwise bind host /etc read-write, id-mapped to the command.
 #[test]
-fn symlinked_bind_sources_are_refused() {
+pub fn symlinked_bind_sources_are_refused() {
     let ws = tempfile::tempdir().unwrap();
     std::os::unix::fs::symlink("/etc", ws.path().join("cache")).unwrap();
     let src = format!("{}:/cache", ws.path().join("cache").display());
@@ -460,7 +460,7 @@ fn symlinked_bind_sources_are_refused() {
 /// `ws/link -> <host dir>` must not make `--tmpfs /workspace/link/sub` create or mount anything
 /// in the host directory.
 #[test]
-fn symlinked_mount_targets_in_the_workspace_are_refused() {
+pub fn symlinked_mount_targets_in_the_workspace_are_refused() {
     let ws = tempfile::tempdir().unwrap();
     let elsewhere = tempfile::tempdir().unwrap();
     std::os::unix::fs::symlink(elsewhere.path(), ws.path().join("link")).unwrap();
@@ -498,7 +498,7 @@ fn symlinked_mount_targets_in_the_workspace_are_refused() {
 /// Setuid and setgid bits cannot be set by any syscall, so an id-mapped workspace (which makes
 /// the command the owner of the owner's files on the host's disk) never gains a setuid program.
 #[test]
-fn setuid_bits_cannot_be_planted_in_the_workspace() {
+pub fn setuid_bits_cannot_be_planted_in_the_workspace() {
     let ws = workspace_with("setuid_create");
     let r = warden(&[
         "run",

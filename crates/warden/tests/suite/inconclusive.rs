@@ -27,7 +27,7 @@ fn broken(mode: &str) -> Value {
 }
 
 #[test]
-fn a_server_that_never_ran_is_never_a_pass() {
+pub fn a_server_that_never_ran_is_never_a_pass() {
     let r = broken("crash");
     assert_eq!(r["why"]["stage"], "start");
     assert!(
@@ -85,7 +85,7 @@ fn a_server_that_never_ran_is_never_a_pass() {
 }
 
 #[test]
-fn inconclusive_shows_in_every_output_and_exits_3_whatever_fail_on_says() {
+pub fn inconclusive_shows_in_every_output_and_exits_3_whatever_fail_on_says() {
     let (code, out, _) = detonate("broken.py crash", &["--fail-on", "low"]);
     assert_eq!(code, 3);
     assert!(out.contains("verdict INCONCLUSIVE"), "{out}");
@@ -135,7 +135,7 @@ fn inconclusive_shows_in_every_output_and_exits_3_whatever_fail_on_says() {
 }
 
 #[test]
-fn a_program_that_is_not_there_is_inconclusive_with_a_hint() {
+pub fn a_program_that_is_not_there_is_inconclusive_with_a_hint() {
     let (code, out, err) = detonate_command("/nonexistent/pyenv/versions/3.11.7/bin/python3 -V");
     assert_eq!(code, 3, "{err}");
     let r: Value = serde_json::from_str(&out).unwrap();
@@ -148,7 +148,7 @@ fn a_program_that_is_not_there_is_inconclusive_with_a_hint() {
 }
 
 #[test]
-fn a_real_pypi_server_that_crashes_on_import_is_inconclusive() {
+pub fn a_real_pypi_server_that_crashes_on_import_is_inconclusive() {
     // mcp-server-sqlite 2025.4.25 decorates with `Server.list_resources`, which the current
     // `mcp` SDK no longer has: it dies at start with AttributeError.
     let r = json_exiting(

@@ -3,7 +3,7 @@
 use super::common::*;
 
 #[test]
-fn memory_bomb_is_stopped_and_reported() {
+pub fn memory_bomb_is_stopped_and_reported() {
     let v = run_json(
         &["--memory", "64M"],
         &["python3", "-c", "x = bytearray(512 << 20)"],
@@ -14,7 +14,7 @@ fn memory_bomb_is_stopped_and_reported() {
 }
 
 #[test]
-fn fork_bomb_is_stopped_and_reported() {
+pub fn fork_bomb_is_stopped_and_reported() {
     let bomb =
         "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n";
     let v = run_json(
@@ -26,7 +26,7 @@ fn fork_bomb_is_stopped_and_reported() {
 }
 
 #[test]
-fn cpu_spin_of_a_whole_tree_is_stopped() {
+pub fn cpu_spin_of_a_whole_tree_is_stopped() {
     let spin = "for i in 1 2 3; do (while :; do :; done) & done; wait";
     let v = run_json(&["--cpu", "1", "--timeout", "30"], &["sh", "-c", spin]);
     assert_eq!(v["limit_hit"], "cpu_time", "{v}");
@@ -35,7 +35,7 @@ fn cpu_spin_of_a_whole_tree_is_stopped() {
 }
 
 #[test]
-fn output_flood_is_cut_and_reported() {
+pub fn output_flood_is_cut_and_reported() {
     let v = run_json(&["--output-limit", "100K"], &["yes"]);
     assert_eq!(v["limit_hit"], "output", "{v}");
     assert_eq!(v["stdout_truncated"], true);
@@ -47,7 +47,7 @@ fn output_flood_is_cut_and_reported() {
 }
 
 #[test]
-fn wall_time_kills_the_tree() {
+pub fn wall_time_kills_the_tree() {
     let start = std::time::Instant::now();
     let v = run_json(&["--timeout", "1"], &["sh", "-c", "sleep 100 & sleep 100"]);
     assert_eq!(v["limit_hit"], "wall_time", "{v}");
@@ -56,7 +56,7 @@ fn wall_time_kills_the_tree() {
 }
 
 #[test]
-fn file_size_limit_stops_a_large_write() {
+pub fn file_size_limit_stops_a_large_write() {
     let v = run_json(
         &["--fsize", "1M"],
         &["dd", "if=/dev/zero", "of=big", "bs=1M", "count=8"],
@@ -66,7 +66,7 @@ fn file_size_limit_stops_a_large_write() {
 }
 
 #[test]
-fn tmp_fill_ends_with_enospc_not_a_host_problem() {
+pub fn tmp_fill_ends_with_enospc_not_a_host_problem() {
     let v = run_json(
         &["--tmp-size", "8M"],
         &[
@@ -84,13 +84,13 @@ fn tmp_fill_ends_with_enospc_not_a_host_problem() {
 }
 
 #[test]
-fn open_files_limit_applies() {
+pub fn open_files_limit_applies() {
     let v = run_json(&["--nofile", "64"], &["sh", "-c", "ulimit -n"]);
     assert_eq!(v["stdout"].as_str().unwrap().trim(), "64", "{v}");
 }
 
 #[test]
-fn every_limit_has_a_default_and_a_mechanism() {
+pub fn every_limit_has_a_default_and_a_mechanism() {
     let v = run_json(&[], &["true"]);
     let e = &v["enforcement"];
     for key in [
@@ -113,7 +113,7 @@ fn every_limit_has_a_default_and_a_mechanism() {
 /// Regression: forwarding output used to block the supervisor on a reader that never reads,
 /// and with it the wall-time limit and signal handling.
 #[test]
-fn a_stalled_reader_stops_neither_limits_nor_signals() {
+pub fn a_stalled_reader_stops_neither_limits_nor_signals() {
     use std::process::{Command, Stdio};
     let n = nonce();
     let mut w = Command::new(warden_bin())

@@ -1,4 +1,5 @@
 mod common;
+mod containers;
 mod detonate;
 mod escape;
 mod inconclusive;

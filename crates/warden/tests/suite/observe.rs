@@ -52,10 +52,9 @@ fn all<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
 }
 
 fn canary_value(events: &[Value], planted: &str) -> String {
-    let list = events
-        .iter()
-        .find_map(|e| e.get("canaries"))
-        .expect("the canaries come first");
+    let first = &events[0];
+    assert_eq!(first["kind"], "sandbox.started", "the canaries come first");
+    let list = &first["data"]["canaries"];
     list.as_array()
         .unwrap()
         .iter()
@@ -65,7 +64,7 @@ fn canary_value(events: &[Value], planted: &str) -> String {
 }
 
 #[test]
-fn a_canary_in_a_dns_label_is_caught() {
+pub fn a_canary_in_a_dns_label_is_caught() {
     let (r, ev) = exfil("dns");
     assert_eq!(r.status, 0, "{r:?}");
     let dns = all(&ev, "net.dns");
@@ -95,7 +94,7 @@ fn a_canary_in_a_dns_label_is_caught() {
 }
 
 #[test]
-fn connections_anywhere_land_on_the_sink() {
+pub fn connections_anywhere_land_on_the_sink() {
     let (r, ev) = exfil("connect");
     assert_eq!(r.status, 0, "{r:?}");
     let connect = all(&ev, "net.connect")
@@ -140,7 +139,7 @@ fn connections_anywhere_land_on_the_sink() {
 }
 
 #[test]
-fn an_addressed_datagram_is_recorded_and_decoded() {
+pub fn an_addressed_datagram_is_recorded_and_decoded() {
     let (r, ev) = exfil("udp");
     assert_eq!(r.status, 0, "{r:?}");
     let send = all(&ev, "net.send")
@@ -159,7 +158,7 @@ fn an_addressed_datagram_is_recorded_and_decoded() {
 }
 
 #[test]
-fn environment_reads_are_observed_in_python_node_and_c() {
+pub fn environment_reads_are_observed_in_python_node_and_c() {
     let (r, ev) = exfil("env");
     assert_eq!(r.status, 0, "{r:?}");
     let read = all(&ev, "env.read");
@@ -189,7 +188,7 @@ fn environment_reads_are_observed_in_python_node_and_c() {
 }
 
 #[test]
-fn canaries_in_written_files_and_output_are_caught_and_clean_ones_are_not() {
+pub fn canaries_in_written_files_and_output_are_caught_and_clean_ones_are_not() {
     let (r, ev) = exfil("leak");
     assert_eq!(r.status, 0, "{r:?}");
     let seen = all(&ev, "canary.seen");
@@ -226,7 +225,7 @@ fn canaries_in_written_files_and_output_are_caught_and_clean_ones_are_not() {
 }
 
 #[test]
-fn windows_attribute_a_grandchilds_exec() {
+pub fn windows_attribute_a_grandchilds_exec() {
     let policy = warden_jail::Policy {
         trace: true,
         ..warden_jail::Policy::default()
@@ -267,7 +266,7 @@ fn windows_attribute_a_grandchilds_exec() {
 }
 
 #[test]
-fn the_decoy_home_cannot_fill_the_host_disk() {
+pub fn the_decoy_home_cannot_fill_the_host_disk() {
     let (r, _) = observed(
         &[],
         &[
@@ -280,7 +279,7 @@ fn the_decoy_home_cannot_fill_the_host_disk() {
 }
 
 #[test]
-fn paths_through_wardens_tools_directory_are_still_evidence() {
+pub fn paths_through_wardens_tools_directory_are_still_evidence() {
     let cmd = "cat /.warden/../home/sandbox/.aws/credentials >/dev/null; /.warden/../usr/bin/true";
     let (r, ev) = observed(&[], &["sh", "-c", cmd]);
     assert_eq!(r.status, 0, "{r:?}");
@@ -306,7 +305,7 @@ fn paths_through_wardens_tools_directory_are_still_evidence() {
 }
 
 #[test]
-fn an_exec_from_a_second_thread_does_not_blind_the_tracer() {
+pub fn an_exec_from_a_second_thread_does_not_blind_the_tracer() {
     // The main thread makes observed syscalls first (its handle is cached), then another
     // thread execs: the new program takes over the main thread's pid.
     let script = "import os, threading\nopen('/etc/hostname').read()\n\
@@ -331,7 +330,7 @@ fn an_exec_from_a_second_thread_does_not_blind_the_tracer() {
 }
 
 #[test]
-fn egress_reaches_allowlisted_names_and_ports_only_and_nothing_of_the_hosts() {
+pub fn egress_reaches_allowlisted_names_and_ports_only_and_nothing_of_the_hosts() {
     // Networks of the test's own (`unshare --net --mount`, a server in a second namespace
     // behind a veth pair, /etc/hosts bound over in that mount namespace only): see egress.sh.
     let dir = tempfile::tempdir().unwrap();
@@ -396,7 +395,7 @@ fn egress_reaches_allowlisted_names_and_ports_only_and_nothing_of_the_hosts() {
 }
 
 #[test]
-fn egress_entries_must_be_host_names() {
+pub fn egress_entries_must_be_host_names() {
     for bad in [
         "10.0.0.1",
         "*",

@@ -3,7 +3,7 @@
 use super::common::*;
 
 #[test]
-fn id_is_the_unprivileged_uid_the_policy_names() {
+pub fn id_is_the_unprivileged_uid_the_policy_names() {
     let r = warden(&["run", "--", "id", "-u"]);
     assert_eq!(r.stdout.trim(), "1000", "{r:?}");
     let dir = tempfile::tempdir().unwrap();
@@ -14,7 +14,7 @@ fn id_is_the_unprivileged_uid_the_policy_names() {
 }
 
 #[test]
-fn shadow_and_system_writes_fail() {
+pub fn shadow_and_system_writes_fail() {
     let r = warden(&["run", "--", "cat", "/etc/shadow"]);
     assert_ne!(r.status, 0);
     let r = warden(&["run", "--", "sh", "-c", "echo x > /usr/x"]);
@@ -23,7 +23,7 @@ fn shadow_and_system_writes_fail() {
 }
 
 #[test]
-fn root_and_work_are_not_there() {
+pub fn root_and_work_are_not_there() {
     let r = warden(&["run", "--", "ls", "/root", "/work"]);
     assert_ne!(r.status, 0);
     assert!(r.stdout.is_empty(), "{r:?}");
@@ -31,7 +31,7 @@ fn root_and_work_are_not_there() {
 }
 
 #[test]
-fn exit_status_passes_through() {
+pub fn exit_status_passes_through() {
     assert_eq!(warden(&["run", "--", "sh", "-c", "exit 42"]).status, 42);
     assert_eq!(
         warden(&["run", "--", "sh", "-c", "kill -TERM $$"]).status,
@@ -45,7 +45,7 @@ fn exit_status_passes_through() {
 }
 
 #[test]
-fn stdout_stderr_and_stdin_stream_through() {
+pub fn stdout_stderr_and_stdin_stream_through() {
     use std::io::Write;
     let mut child = std::process::Command::new(warden_bin())
         .args(["run", "--", "sh", "-c", "cat; echo err >&2"])
@@ -69,7 +69,7 @@ fn stdout_stderr_and_stdin_stream_through() {
 }
 
 #[test]
-fn env_is_only_what_the_policy_gives() {
+pub fn env_is_only_what_the_policy_gives() {
     let r = warden(&[
         "run",
         "--env",
@@ -88,7 +88,7 @@ fn env_is_only_what_the_policy_gives() {
 }
 
 #[test]
-fn binds_and_tmpfs_from_flags() {
+pub fn binds_and_tmpfs_from_flags() {
     let ro = tempfile::tempdir().unwrap();
     std::fs::write(ro.path().join("data"), "read me").unwrap();
     let rw = tempfile::tempdir().unwrap();
@@ -123,14 +123,14 @@ fn binds_and_tmpfs_from_flags() {
 }
 
 #[test]
-fn binds_over_the_jails_own_mounts_are_refused() {
+pub fn binds_over_the_jails_own_mounts_are_refused() {
     let r = warden(&["run", "--ro-bind", "/usr:/proc", "--", "true"]);
     assert_eq!(r.status, 125);
     assert!(r.stderr.contains("collides"), "{r:?}");
 }
 
 #[test]
-fn workspace_is_mounted_and_kept() {
+pub fn workspace_is_mounted_and_kept() {
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(ws.path().join("in.txt"), "input").unwrap();
     let r = warden(&[
@@ -150,7 +150,7 @@ fn workspace_is_mounted_and_kept() {
 }
 
 #[test]
-fn default_workspace_is_a_fresh_bounded_tmpfs() {
+pub fn default_workspace_is_a_fresh_bounded_tmpfs() {
     let r = warden(&[
         "run",
         "--",
@@ -179,7 +179,7 @@ fn default_workspace_is_a_fresh_bounded_tmpfs() {
 }
 
 #[test]
-fn json_outcome_has_the_documented_fields() {
+pub fn json_outcome_has_the_documented_fields() {
     let v = run_json(&[], &["sh", "-c", "echo out; echo err >&2; exit 3"]);
     assert_eq!(v["exit_code"], 3);
     assert_eq!(v["signal"], serde_json::Value::Null);
@@ -192,7 +192,7 @@ fn json_outcome_has_the_documented_fields() {
 }
 
 #[test]
-fn bad_policy_files_are_refused_with_the_reason() {
+pub fn bad_policy_files_are_refused_with_the_reason() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("p.toml");
     std::fs::write(&p, "[limits]\nmemroy = 1\n").unwrap();

@@ -50,7 +50,7 @@ fn binds(r: &Value) -> Vec<String> {
 }
 
 #[test]
-fn a_python_under_a_home_is_bound_by_its_prefix_never_the_home() {
+pub fn a_python_under_a_home_is_bound_by_its_prefix_never_the_home() {
     let home = scratch("fakehome");
     let prefix = home.join(".pyenv/versions/3.11.7");
     copy_exe("/usr/bin/python3.11", &prefix.join("bin/python3.11"));
@@ -97,7 +97,7 @@ fn a_python_under_a_home_is_bound_by_its_prefix_never_the_home() {
 }
 
 #[test]
-fn a_venv_interpreter_with_the_script_elsewhere_is_bound() {
+pub fn a_venv_interpreter_with_the_script_elsewhere_is_bound() {
     let root = scratch("venv");
     let venv = root.join("venv");
     let made = Command::new("/usr/bin/python3")
@@ -126,7 +126,7 @@ fn a_venv_interpreter_with_the_script_elsewhere_is_bound() {
 }
 
 #[test]
-fn a_node_copied_into_opt_runs_the_server() {
+pub fn a_node_copied_into_opt_runs_the_server() {
     let prefix = PathBuf::from(format!("/opt/warden-test-node-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&prefix);
     copy_exe("/usr/bin/node", &prefix.join("bin/node"));

@@ -15,11 +15,11 @@ fn e2e_script() -> String {
 
 /// Run the SDK client; it must report at least `min` passed checks and no failure.
 fn assert_sdk_run(args: &[&str], min: usize) {
-    let out = Command::new("python3")
+    let out = Command::new(sdk_python())
         .arg(e2e_script())
         .args(args)
         .output()
-        .expect("python3 runs (and `pip install mcp` was done: see .ci/run)");
+        .expect("the SDK's python runs (./setup.sh installs it)");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let last = stdout.lines().last().unwrap_or("");
     let passed: usize = last
@@ -101,18 +101,18 @@ fn raw_post(port: u16, headers: &[&str]) -> u16 {
 }
 
 #[test]
-fn python_sdk_over_stdio() {
+pub fn python_sdk_over_stdio() {
     assert_sdk_run(&["--warden", warden_bin()], 70);
 }
 
 #[test]
-fn python_sdk_over_streamable_http() {
+pub fn python_sdk_over_streamable_http() {
     let (_server, port) = http_server(&[]);
     assert_sdk_run(&["--url", &format!("http://127.0.0.1:{port}/mcp")], 70);
 }
 
 #[test]
-fn http_refuses_foreign_origins_and_hosts() {
+pub fn http_refuses_foreign_origins_and_hosts() {
     let (_server, port) = http_server(&[]);
     assert_eq!(raw_post(port, &["Origin: http://evil.test"]), 403);
     assert_eq!(raw_post(port, &["Host: evil.test"]), 403);
@@ -124,7 +124,7 @@ fn http_refuses_foreign_origins_and_hosts() {
 }
 
 #[test]
-fn http_allows_configured_origins_only() {
+pub fn http_allows_configured_origins_only() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("c.toml");
     std::fs::write(
@@ -138,7 +138,7 @@ fn http_allows_configured_origins_only() {
 }
 
 #[test]
-fn http_requires_the_bearer_token_when_configured() {
+pub fn http_requires_the_bearer_token_when_configured() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("c.toml");
     std::fs::write(&cfg, "[http]\nbearer_token = 's3cret-token'\n").unwrap();
@@ -149,7 +149,7 @@ fn http_requires_the_bearer_token_when_configured() {
 }
 
 #[test]
-fn http_refuses_a_public_bind_without_a_token() {
+pub fn http_refuses_a_public_bind_without_a_token() {
     let r = warden(&["serve", "--http", "0.0.0.0:0"]);
     assert_eq!(r.status, 1, "{r:?}");
     assert!(r.stderr.contains("without a bearer token"), "{r:?}");
@@ -208,7 +208,7 @@ fn request(
 }
 
 #[test]
-fn readonly_profile_offers_no_writers() {
+pub fn readonly_profile_offers_no_writers() {
     let (mut child, mut stdin, mut stdout) = stdio_session(&["--profile", "readonly"]);
     let v = request(&mut stdin, &mut stdout, 2, "tools/list", "{}");
     let names: Vec<&str> = v["result"]["tools"]
@@ -244,7 +244,7 @@ fn readonly_profile_offers_no_writers() {
 }
 
 #[test]
-fn malformed_calls_get_invalid_params_not_a_crash() {
+pub fn malformed_calls_get_invalid_params_not_a_crash() {
     let (mut child, mut stdin, mut stdout) = stdio_session(&[]);
     let v = request(
         &mut stdin,
@@ -269,7 +269,7 @@ fn malformed_calls_get_invalid_params_not_a_crash() {
 }
 
 #[test]
-fn a_client_that_disconnects_leaves_no_process() {
+pub fn a_client_that_disconnects_leaves_no_process() {
     let n = nonce();
     let (mut child, mut stdin, _stdout) = stdio_session(&[]);
     writeln!(stdin, r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"run_command","arguments":{{"command":"sleep 1007.{n}"}}}}}}"#).unwrap();
@@ -289,7 +289,7 @@ fn a_client_that_disconnects_leaves_no_process() {
 }
 
 #[test]
-fn a_killed_server_leaves_no_process() {
+pub fn a_killed_server_leaves_no_process() {
     let n = nonce();
     let (mut child, mut stdin, _stdout) = stdio_session(&[]);
     writeln!(stdin, r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"run_command","arguments":{{"command":"sleep 1008.{n}"}}}}}}"#).unwrap();
@@ -307,7 +307,7 @@ fn a_killed_server_leaves_no_process() {
 }
 
 #[test]
-fn audit_log_records_every_call() {
+pub fn audit_log_records_every_call() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("audit.jsonl");
     let cfg = dir.path().join("c.toml");
@@ -356,7 +356,7 @@ fn audit_log_records_every_call() {
 /// manifest on disk is complete and every blob it names is there; a new server lists and
 /// restores the earlier snapshot.
 #[test]
-fn snapshot_store_survives_a_kill_during_create() {
+pub fn snapshot_store_survives_a_kill_during_create() {
     let root = tempfile::tempdir().unwrap();
     let cfg = root.path().join("c.toml");
     std::fs::write(
@@ -452,7 +452,7 @@ fn snapshot_store_survives_a_kill_during_create() {
 }
 
 #[test]
-fn locked_down_profile_allowlists_and_limits() {
+pub fn locked_down_profile_allowlists_and_limits() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("c.toml");
     std::fs::write(
@@ -536,7 +536,7 @@ fn locked_down_profile_allowlists_and_limits() {
 }
 
 #[test]
-fn named_schemas_and_the_snapshot_store_limit() {
+pub fn named_schemas_and_the_snapshot_store_limit() {
     let dir = tempfile::tempdir().unwrap();
     let schemas = dir.path().join("schemas");
     std::fs::create_dir(&schemas).unwrap();

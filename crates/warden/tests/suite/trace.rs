@@ -31,7 +31,7 @@ fn find<'a>(
 }
 
 #[test]
-fn processes_files_deletes_renames_and_connections_are_traced() {
+pub fn processes_files_deletes_renames_and_connections_are_traced() {
     let cmd = "cat /etc/hostname >/dev/null; echo hi > f; mv f g; rm g; \
                python3 -c 'import socket\ntry: socket.create_connection((\"127.0.0.1\", 9), 1)\nexcept OSError: pass'";
     let (r, ev) = trace(cmd);
@@ -64,7 +64,7 @@ fn processes_files_deletes_renames_and_connections_are_traced() {
 }
 
 #[test]
-fn nothing_happening_means_no_such_event() {
+pub fn nothing_happening_means_no_such_event() {
     let (_r, ev) = trace("true");
     assert!(find(&ev, "net.connect", |_| true).is_none());
     assert!(find(&ev, "file.delete", |_| true).is_none());
@@ -82,7 +82,7 @@ fn nothing_happening_means_no_such_event() {
 }
 
 #[test]
-fn limits_are_traced() {
+pub fn limits_are_traced() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("events.jsonl");
     let r = warden(&[
@@ -104,7 +104,7 @@ fn limits_are_traced() {
 }
 
 #[test]
-fn deny_rules_still_apply_while_tracing() {
+pub fn deny_rules_still_apply_while_tracing() {
     // Under tracing the denials go through the tracer (notify-then-deny): every attack program
     // of the battery must still be stopped exactly as without it.
     for (name, min_ok) in [
@@ -133,7 +133,7 @@ fn deny_rules_still_apply_while_tracing() {
 }
 
 #[test]
-fn denied_attempts_are_evidence() {
+pub fn denied_attempts_are_evidence() {
     let ws = workspace_with("namespaces");
     let (r, ev) = traced(
         &["--workspace", ws.path().to_str().unwrap()],
@@ -160,7 +160,7 @@ fn libc_eperm() -> i64 {
 }
 
 #[test]
-fn process_exits_carry_their_status() {
+pub fn process_exits_carry_their_status() {
     let (r, ev) = trace("sh -c 'exit 3'; exit 5");
     assert_eq!(r.status, 5);
     let inner = find(&ev, "process.exit", |d| d["code"] == 3).expect("the inner shell's exit");
@@ -173,7 +173,7 @@ fn process_exits_carry_their_status() {
 }
 
 #[test]
-fn the_run_frame_directories_modes_and_listening_sockets() {
+pub fn the_run_frame_directories_modes_and_listening_sockets() {
     let script = "import os, socket\nos.mkdir('d', 0o750)\nos.chmod('d', 0o700)\n\
                   s = socket.socket()\ns.bind(('127.0.0.1', 0))\ns.listen(1)";
     let (r, ev) = traced(&["--memory", "256M"], &["python3", "-c", script]);
@@ -204,4 +204,33 @@ fn the_run_frame_directories_modes_and_listening_sockets() {
     assert!(last["data"]["cpu_time_ms"].is_u64());
     assert!(last["data"]["duration_ms"].is_u64());
     assert_eq!(last["data"]["events_dropped"], 0);
+}
+
+/// Regression: the first line of `--trace -` was a bare `{"canaries": …}` object; every line is
+/// now an event (kind, id), and the planted canaries are in `sandbox.started`.
+#[test]
+pub fn every_trace_line_is_an_event_and_the_canaries_are_in_the_first() {
+    let r = warden(&["run", "--decoys", "--trace", "-", "--", "true"]);
+    assert_eq!(r.status, 0, "{r:?}");
+    let lines: Vec<serde_json::Value> = r
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(lines.len() > 2, "{r:?}");
+    for (i, e) in lines.iter().enumerate() {
+        assert!(
+            e["kind"].is_string() && e["id"].as_u64().is_some(),
+            "line {i}: {e}"
+        );
+    }
+    assert_eq!(lines[0]["kind"], "sandbox.started");
+    let canaries = lines[0]["data"]["canaries"].as_array().unwrap();
+    assert!(
+        canaries
+            .iter()
+            .any(|c| c["planted"] == "env:AWS_SECRET_ACCESS_KEY"),
+        "{canaries:?}"
+    );
 }

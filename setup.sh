@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs everything Warden's tests need on a fresh Debian or Ubuntu machine, as root, and
+# only what is missing (safe to run again): the system packages (a C compiler, Python with
+# venv, Node and npm, git, util-linux's unshare, iproute2), the official MCP Python SDK in a
+# virtual environment of its own (the system interpreter is left alone), the public MCP servers
+# the detonation tests run against, and the MCP conformance suite and Inspector CLI.
+# The README's test command runs it: ./setup.sh && cargo test --workspace
+set -euo pipefail
+cd "$(dirname "$0")"
+export DEBIAN_FRONTEND=noninteractive
+
+need=()
+command -v cc >/dev/null || need+=(gcc libc6-dev)
+[ -x /usr/bin/python3 ] || need+=(python3)
+/usr/bin/python3 -c 'import ensurepip' 2>/dev/null || need+=(python3-venv)
+[ -x /usr/bin/node ] || need+=(nodejs)
+command -v npm >/dev/null || need+=(npm)
+command -v git >/dev/null || need+=(git)
+command -v unshare >/dev/null || need+=(util-linux)
+command -v ip >/dev/null || need+=(iproute2)
+if [ ${#need[@]} -gt 0 ]; then
+    apt-get update -qq
+    apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+# The official MCP Python SDK drives `warden serve` in the end-to-end tests and the bench.
+dest=${WARDEN_REAL_SERVERS:-/opt/warden-real-servers}
+mkdir -p "$dest"
+[ -x "$dest/sdk/bin/python" ] || /usr/bin/python3 -m venv "$dest/sdk"
+"$dest/sdk/bin/python" -c 'import importlib.metadata as m; assert m.version("mcp") == "2.3.0"' \
+    2>/dev/null || "$dest/sdk/bin/pip" install --quiet --disable-pip-version-check 'mcp==2.3.0'
+
+fixtures/real/install.sh
+conformance/install.sh
