@@ -84,11 +84,13 @@ impl ServerEnd {
     /// What a jail error says about the start.
     pub fn of_error(e: &warden_jail::JailError) -> ServerEnd {
         use warden_jail::JailError;
+        let text = match e.hint() {
+            Some(hint) => format!("{}; fix: {hint}", error_chain(e)),
+            None => error_chain(e),
+        };
         match e {
-            JailError::NotFound(_) | JailError::NotExecutable { .. } => {
-                ServerEnd::NotStarted(e.to_string())
-            }
-            e => ServerEnd::SandboxFailed(error_chain(e)),
+            JailError::NotFound(_) | JailError::NotExecutable { .. } => ServerEnd::NotStarted(text),
+            _ => ServerEnd::SandboxFailed(text),
         }
     }
 }
@@ -208,7 +210,10 @@ pub fn install(
                 break running.wait().ok();
             }
             Err(e) => {
-                sandbox_failure = Some(error_chain(&e));
+                sandbox_failure = match ServerEnd::of_error(&e) {
+                    ServerEnd::SandboxFailed(why) | ServerEnd::NotStarted(why) => Some(why),
+                    _ => None,
+                };
                 break None;
             }
         }

@@ -70,22 +70,25 @@ pub(crate) fn plan(init: Pid, warn: bool) -> (ProcSource, Option<OwnedFd>) {
             tracing::debug!("/proc is masked here; the jail gets a procfs made by the supervisor");
             (ProcSource::Handed, Some(fd))
         }
-        Err(e) if !warn => {
-            tracing::debug!("no fresh procfs here ({e}): binding this /proc read-only");
-            (ProcSource::HostBind, None)
-        }
         Err(e) => {
-            tracing::warn!(
-                "weaker sandbox: /proc is masked here (a container) and no fresh procfs can be \
-                 mounted ({}), so the sandbox sees this /proc read-only, which lists the \
-                 container's processes; to keep the pid view private give Warden CAP_SYS_ADMIN \
-                 (docker run --cap-add SYS_ADMIN) or unmask /proc (docker run --security-opt \
-                 systempaths=unconfined; Kubernetes: securityContext.procMount: Unmasked)",
-                e.desc()
-            );
+            tracing::debug!("no fresh procfs here ({e}): binding this /proc read-only");
+            if warn {
+                say_weaker();
+            }
             (ProcSource::HostBind, None)
         }
     }
+}
+
+/// Say (once per process: see the callers) that the jail's `/proc` is the container's.
+pub(crate) fn say_weaker() {
+    tracing::warn!(
+        "weaker sandbox: /proc is masked here (a container) and no fresh procfs can be mounted, \
+         so the sandbox sees this /proc read-only, which lists the container's processes; to \
+         keep the pid view private give Warden CAP_SYS_ADMIN (docker run --cap-add SYS_ADMIN) \
+         or unmask /proc (docker run --security-opt systempaths=unconfined; Kubernetes: \
+         securityContext.procMount: Unmasked)"
+    );
 }
 
 /// A fresh procfs for the pid namespace of `init`, made from a child that joins that

@@ -543,8 +543,11 @@ impl Running {
         });
         let outcome = match outcome {
             Ok(Reply::Outcome(mut o)) => {
-                if o.enforcement.proc == crate::procfs::ProcSource::HostBind {
-                    PROC_WARNED.store(true, std::sync::atomic::Ordering::Relaxed);
+                // The helper has no log of its own: the first such run of this process says it.
+                if o.enforcement.proc == crate::procfs::ProcSource::HostBind
+                    && !PROC_WARNED.swap(true, std::sync::atomic::Ordering::Relaxed)
+                {
+                    crate::procfs::say_weaker();
                 }
                 let cap =
                     u32::try_from(o.stdout_bytes.min(u64::from(u32::MAX))).unwrap_or(u32::MAX);

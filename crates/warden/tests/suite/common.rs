@@ -41,16 +41,19 @@ pub fn in_a_container(body: impl FnOnce()) {
 fn container_wrapper() -> &'static str {
     static WRAPPER: OnceLock<String> = OnceLock::new();
     WRAPPER.get_or_init(|| {
-        let path =
-            std::env::temp_dir().join(format!("warden-in-a-container-{}", std::process::id()));
+        // Next to the binary (one per build, removed with `target/`), written whole then renamed
+        // into place: concurrent test processes write the same text.
+        let path = Path::new(the_binary()).with_file_name("warden-in-a-container");
         let script = format!(
             "#!/bin/sh\nexec {} {} \"$@\"\n",
             fixtures().join("containers/masked-proc.sh").display(),
             the_binary()
         );
-        std::fs::write(&path, script).unwrap();
+        let partial = path.with_extension(std::process::id().to_string());
+        std::fs::write(&partial, script).unwrap();
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(&partial, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::rename(&partial, &path).unwrap();
         path.display().to_string()
     })
 }
@@ -132,14 +135,21 @@ pub fn run_json(options: &[&str], cmd: &[&str]) -> serde_json::Value {
 
 /// Compile `fixtures/attacks/NAME.c` once per test run; returns the binary.
 pub fn compiled(name: &str) -> PathBuf {
+    compiled_from(&attacks(), name)
+}
+
+/// Compile `DIR/NAME.c` once per test run; returns the binary.
+pub fn compiled_from(dir: &Path, name: &str) -> PathBuf {
     static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
-    let dir = DIR.get_or_init(|| tempfile::tempdir().unwrap());
-    let out = dir.path().join(name);
+    let out = DIR
+        .get_or_init(|| tempfile::tempdir().unwrap())
+        .path()
+        .join(name);
     // Tests compile concurrently; each name is compiled by whoever gets there first.
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _g = LOCK.lock().unwrap();
     if !out.exists() {
-        let src = attacks().join(format!("{name}.c"));
+        let src = dir.join(format!("{name}.c"));
         let st = Command::new("cc")
             .args(["-O1", "-Wall", "-o"])
             .arg(&out)

@@ -1,3 +1,4 @@
+mod blockers;
 mod common;
 mod containers;
 mod detonate;
