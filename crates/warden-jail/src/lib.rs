@@ -29,6 +29,7 @@ mod mounts;
 pub mod outcome;
 pub mod policy;
 pub mod procfs;
+pub mod protect;
 mod protocol;
 pub mod runtime;
 pub mod seccomp;

@@ -206,6 +206,12 @@ pub struct Policy {
     /// forwarded to that host from the supervisor's side and recorded; everything else still
     /// lands on the capture sink. Names only, never addresses. Implies `trace`.
     pub egress: Vec<String>,
+    /// Protect the paths that run code later outside the sandbox (git's configuration and
+    /// hooks, agents' and editors' project settings, dotenv files…) in the workspace and every
+    /// writable bind: see [`crate::protect`].
+    pub protect: bool,
+    /// Protected paths (relative to a writable root: `.vscode`, `.git/hooks`) left writable.
+    pub allow_protected: Vec<String>,
 }
 
 impl Default for Policy {
@@ -252,6 +258,8 @@ impl Default for Policy {
             dns: warden_trace::DnsMode::FakeIp,
             initial_window: None,
             egress: Vec::new(),
+            protect: true,
+            allow_protected: Vec::new(),
             hostname: "warden".to_owned(),
             uid: 1000,
             gid: 1000,

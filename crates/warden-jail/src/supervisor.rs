@@ -204,6 +204,9 @@ pub fn supervise_with(
         return Err(JailError::MultiThreaded);
     }
     let mut policy = req.policy.clone();
+    // Placeholders are removed when `protection` goes, however the run ends.
+    let protection = crate::protect::Protection::plan(&policy)?;
+    policy.binds.extend(protection.binds.iter().cloned());
     let observation = crate::trace::prepare::prepare(&mut policy)?;
     let hub = policy.trace.then(|| {
         let canaries = observation

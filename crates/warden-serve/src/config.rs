@@ -112,6 +112,11 @@ pub struct ConfigFile {
     pub workspace_root: Option<PathBuf>,
     /// All sessions share one workspace instead of one each.
     pub shared_workspace: bool,
+    /// With `workspace_root` or `shared_workspace` (workspaces that outlive a session), the
+    /// paths that run code later outside the sandbox (`.git` config and hooks, `.mcp.json`,
+    /// `.vscode/`, `.env`…) are read-only to commands and file tools; these (relative to the
+    /// workspace: `.vscode`, `.git/hooks`) are left writable.
+    pub allow_protected: Vec<String>,
     /// Calls running at once, across sessions.
     pub max_concurrent_calls: usize,
     /// Audit log file (default: `audit.jsonl` in the state directory).
@@ -136,6 +141,7 @@ impl Default for ConfigFile {
             profile: "code".into(),
             workspace_root: None,
             shared_workspace: false,
+            allow_protected: Vec::new(),
             max_concurrent_calls: 4,
             audit_log: None,
             audit_max_bytes: 10 << 20,
@@ -169,6 +175,13 @@ pub struct Profile {
     pub python_denylist: Vec<String>,
     /// Jail policy for commands (workspace filled in per session).
     pub policy: Policy,
+}
+
+impl ConfigFile {
+    /// Whether session workspaces outlive their session (so their protected paths matter).
+    pub fn lasting_workspaces(&self) -> bool {
+        self.shared_workspace || self.workspace_root.is_some()
+    }
 }
 
 /// The validated configuration: the file's settings (normalised) and the profile in force.

@@ -258,8 +258,13 @@ impl CallContext {
 
     /// The jail policy for a command of this session, with a wall-time limit of `timeout_s`.
     pub fn policy(&self, timeout_s: f64) -> Result<Policy, ToolError> {
-        let mut p = self.shared().config.profile.policy.clone();
+        let config = &self.shared().config;
+        let mut p = config.profile.policy.clone();
         p.workspace = Some(self.session.workspace()?);
+        // A private workspace is removed with its session: nothing in it runs later.
+        p.protect = config.settings.lasting_workspaces();
+        p.allow_protected
+            .clone_from(&config.settings.allow_protected);
         let ms = (timeout_s * 1000.0).clamp(1.0, 86_400_000.0);
         // Both values are in range: clamped to a day in milliseconds.
         #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]

@@ -171,6 +171,12 @@ pub struct RunArgs {
     /// Bind a host path read-write: SRC or SRC:DST (repeatable).
     #[arg(long = "rw-bind", value_name = "SRC[:DST]")]
     pub rw_bind: Vec<String>,
+    /// Leave a protected path writable in the workspace and writable binds (relative to each:
+    /// `.vscode`, `.git/hooks`; repeatable). Protected by default: .git (pinned; its config,
+    /// hooks/, info/ read-only), .gitmodules, .mcp.json, .claude/, .cursor/, .vscode/, .idea/,
+    /// .envrc, .env and .env.*, shell start-up files.
+    #[arg(long = "allow-protected", value_name = "PATH")]
+    pub allow_protected: Vec<String>,
     /// Mount a private tmpfs: DST or DST:SIZE (repeatable).
     #[arg(long = "tmpfs", value_name = "DST[:SIZE]")]
     pub tmpfs: Vec<String>,

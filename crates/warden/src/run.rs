@@ -95,6 +95,8 @@ fn policy(args: &RunArgs) -> Result<Policy> {
     for b in &args.rw_bind {
         p.binds.push(bind(b, true)?);
     }
+    p.allow_protected
+        .extend(args.allow_protected.iter().cloned());
     for t in &args.tmpfs {
         let (target, size_bytes) = match t.split_once(':') {
             Some((d, s)) => (d, size(s, "--tmpfs")?),

@@ -37,6 +37,7 @@ pub fn install(jail: &Jail, options: &Options, source: &Source) -> Result<Instal
                 return Ok(Install::default());
             };
             policy.workspace = Some(f.workspace.path().to_path_buf());
+            policy.protect = false;
             policy.egress.clone_from(&f.egress);
             super::progress(options, "installing in the sandbox");
             (cmd.clone(), f.hooks.clone(), f.entry.needs_venv())

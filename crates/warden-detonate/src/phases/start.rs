@@ -39,6 +39,8 @@ pub fn start(options: &Options, source: &Source, install: &Install) -> Result<St
     let resolved = match source {
         Source::Fetched(f) => {
             policy.workspace = Some(f.workspace.path().to_path_buf());
+            // Warden's own package folder, removed after the run: nothing in it runs later.
+            policy.protect = false;
             // The package's programs are on the server's PATH.
             let path = policy.env.get("PATH").cloned().unwrap_or_default();
             policy.env.insert(

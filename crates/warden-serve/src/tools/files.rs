@@ -39,6 +39,11 @@ pub enum PathError {
     /// The operator's extension allowlist does not include it.
     #[error("{0:?} has an extension the server does not allow")]
     Extension(String),
+    /// The path runs code later outside the sandbox (git hooks, `.mcp.json`…) and is read-only.
+    #[error(
+        "{0:?} is a protected path (it would run code outside the sandbox later); the server's allow_protected setting can open it"
+    )]
+    Protected(String),
     /// Text was asked for but the file is not UTF-8.
     #[error("{0:?} is not UTF-8 text; read it with encoding \"base64\"")]
     NotText(String),
@@ -63,6 +68,7 @@ impl PathError {
             PathError::Exists(_) => "already_exists",
             PathError::Extension(_) => "extension_not_allowed",
             PathError::NotText(_) => "not_text",
+            PathError::Protected(_) => "protected_path",
             PathError::Io { .. } => "io_error",
         }
     }
@@ -443,17 +449,43 @@ pub(super) async fn read_all(cx: &CallContext, path: &str, max: u64) -> Result<V
 }
 
 /// Run file tool `name`; file-system work happens on a blocking thread.
+/// The protected-path rule of a lasting workspace (see `warden_jail::protect`), which the file
+/// tools keep as the jail does for commands.
+#[derive(Debug, Clone)]
+struct Guard {
+    on: bool,
+    allow: Vec<String>,
+}
+
+impl Guard {
+    fn check(&self, dir: &Dir, path: &str, whole: bool) -> Result<(), PathError> {
+        if !self.on {
+            return Ok(());
+        }
+        let git_dir = dir.symlink_metadata(".git").is_ok_and(|m| m.is_dir());
+        if warden_jail::protect::touches(Path::new(path), whole, git_dir, &self.allow) {
+            return Err(PathError::Protected(path.to_owned()));
+        }
+        Ok(())
+    }
+}
+
 pub(super) async fn call(name: &str, args: Value, cx: &CallContext) -> Result<Value, ToolError> {
     let dir = workspace(cx)?;
     let profile = cx.shared().config.profile.clone();
+    let settings = &cx.shared().config.settings;
+    let guard = Guard {
+        on: settings.lasting_workspaces(),
+        allow: settings.allow_protected.clone(),
+    };
     let name = name.to_owned();
     tokio::task::spawn_blocking(move || match name.as_str() {
         "file_read" => read(&dir, &profile, parse(args)?),
-        "file_write" => write(&dir, &profile, parse(args)?),
+        "file_write" => write(&dir, &profile, &guard, parse(args)?),
         "file_list" => list(&dir, parse(args)?),
         "file_info" => info(&dir, parse(args)?),
-        "file_delete" => delete(&dir, parse(args)?),
-        "file_move" => rename(&dir, &profile, parse(args)?),
+        "file_delete" => delete(&dir, &guard, parse(args)?),
+        "file_move" => rename(&dir, &profile, &guard, parse(args)?),
         other => Err(ToolError::Internal(format!("no file tool {other}"))),
     })
     .await
@@ -493,9 +525,10 @@ fn read(dir: &Dir, profile: &Profile, a: ReadArgs) -> Result<Value, ToolError> {
     }))
 }
 
-fn write(dir: &Dir, profile: &Profile, a: WriteArgs) -> Result<Value, ToolError> {
+fn write(dir: &Dir, profile: &Profile, guard: &Guard, a: WriteArgs) -> Result<Value, ToolError> {
     let rel = relative(&a.path)?;
     check_extension(profile, &a.path)?;
+    guard.check(dir, &a.path, false)?;
     let data = if a.encoding.as_deref() == Some("base64") {
         base64::engine::general_purpose::STANDARD
             .decode(a.content.as_bytes())
@@ -670,8 +703,9 @@ fn info(dir: &Dir, a: PathArgs) -> Result<Value, ToolError> {
     }))
 }
 
-fn delete(dir: &Dir, a: PathArgs) -> Result<Value, ToolError> {
+fn delete(dir: &Dir, guard: &Guard, a: PathArgs) -> Result<Value, ToolError> {
     let rel = relative(&a.path)?;
+    guard.check(dir, &a.path, true)?;
     if rel.components().all(|c| c == Component::CurDir) {
         return Err(PathError::NotRelative(a.path).into());
     }
@@ -690,9 +724,11 @@ fn delete(dir: &Dir, a: PathArgs) -> Result<Value, ToolError> {
     Ok(json!({ "path": a.path, "deleted": true }))
 }
 
-fn rename(dir: &Dir, profile: &Profile, a: MoveArgs) -> Result<Value, ToolError> {
+fn rename(dir: &Dir, profile: &Profile, guard: &Guard, a: MoveArgs) -> Result<Value, ToolError> {
     let from = relative(&a.source)?;
     let to = relative(&a.destination)?;
+    guard.check(dir, &a.source, true)?;
+    guard.check(dir, &a.destination, true)?;
     check_extension(profile, &a.source)?;
     check_extension(profile, &a.destination)?;
     dir.symlink_metadata(&from)

@@ -514,3 +514,91 @@ pub fn setuid_bits_cannot_be_planted_in_the_workspace() {
         assert_eq!(mode & 0o6000, 0, "{:?} has mode {mode:o}", e.path());
     }
 }
+
+/// A writable workspace that is a repository: git's configuration and hooks, agents' and
+/// editors' settings, direnv and dotenv files cannot be planted or changed (they would run
+/// outside the sandbox later), `.git` cannot be swapped; work and commits go on. Checked from
+/// the host after the run: nothing changed there, and the placeholders are gone.
+#[test]
+pub fn code_that_runs_later_cannot_be_planted_in_the_workspace() {
+    let ws = workspace_with("plant_config.sh");
+    let root = ws.path();
+    let git = |args: &[&str]| {
+        let st = std::process::Command::new("git")
+            .arg("-C")
+            .arg(root)
+            .args(args)
+            .status()
+            .unwrap();
+        assert!(st.success(), "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    git(&["config", "user.email", "owner@example.test"]);
+    std::fs::create_dir_all(root.join(".git/info")).unwrap();
+    std::fs::create_dir_all(root.join(".vscode")).unwrap();
+    std::fs::write(root.join(".vscode/settings.json"), "{}").unwrap();
+    std::fs::write(root.join(".env"), "A=1\n").unwrap();
+    std::fs::write(root.join(".env.local"), "B=2\n").unwrap();
+    // The jail's user writes the workspace (its owner, through the id mapping) and git runs
+    // inside as that user: let it own the repository, as a real checkout would be owned.
+    let config_before = std::fs::read(root.join(".git/config")).unwrap();
+    let r = warden(&[
+        "run",
+        "--workspace",
+        root.to_str().unwrap(),
+        "--env",
+        "GIT_CONFIG_NOSYSTEM=1",
+        "--",
+        "sh",
+        "./plant_config.sh",
+    ]);
+    assert_blocked(&r, 14);
+    assert_eq!(
+        std::fs::read(root.join(".git/config")).unwrap(),
+        config_before
+    );
+    assert!(!root.join(".git/hooks/pre-commit").exists());
+    assert!(!root.join(".git/hooks/post-checkout").exists());
+    assert!(!root.join(".git/info/attributes").exists());
+    assert!(!root.join(".git-away").exists() && root.join(".git/HEAD").exists());
+    assert!(!root.join(".vscode/tasks.json").exists());
+    assert_eq!(std::fs::read_to_string(root.join(".env")).unwrap(), "A=1\n");
+    assert_eq!(
+        std::fs::read_to_string(root.join(".env.local")).unwrap(),
+        "B=2\n"
+    );
+    for placeholder in [
+        ".mcp.json",
+        ".claude",
+        ".cursor",
+        ".idea",
+        ".envrc",
+        "x.json",
+    ] {
+        assert!(!root.join(placeholder).exists(), "{placeholder} is left");
+    }
+    let log = std::process::Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(["log", "--oneline"])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&log.stdout).contains("work"),
+        "the commit landed"
+    );
+    // --allow-protected opens one path, and only that one.
+    let r = warden(&[
+        "run",
+        "--workspace",
+        root.to_str().unwrap(),
+        "--allow-protected",
+        ".vscode",
+        "--",
+        "sh",
+        "-c",
+        "echo '{}' > .vscode/tasks.json && ! echo x > .mcp.json",
+    ]);
+    assert_eq!(r.status, 0, "{r:?}");
+    assert!(root.join(".vscode/tasks.json").exists());
+}

@@ -639,3 +639,62 @@ fn tool_result(v: &serde_json::Value) -> serde_json::Value {
         v["result"]["structuredContent"].clone()
     }
 }
+
+/// With a `workspace_root` (workspaces that outlive their session), the paths that run code
+/// later are read-only to the file tools as to commands; `allow_protected` opens one.
+#[test]
+pub fn lasting_workspaces_keep_their_protected_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("ws");
+    std::fs::create_dir_all(&root).unwrap();
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "workspace_root = '{}'\nshared_workspace = true\nallow_protected = ['.vscode']\n",
+            root.display()
+        ),
+    )
+    .unwrap();
+    let (mut child, mut stdin, mut stdout) = stdio_session(&["--config", cfg.to_str().unwrap()]);
+    let mut id = 1;
+    let mut call = |args: &str| {
+        id += 1;
+        tool_result(&request(&mut stdin, &mut stdout, id, "tools/call", args))
+    };
+    let kind = |v: &serde_json::Value| v["error"]["kind"].as_str().unwrap_or("").to_owned();
+    for path in [
+        ".git/hooks/pre-commit",
+        ".mcp.json",
+        ".claude/settings.json",
+        ".env",
+    ] {
+        let v = call(&format!(
+            r#"{{"name":"file_write","arguments":{{"path":"{path}","content":"x"}}}}"#
+        ));
+        assert_eq!(kind(&v), "protected_path", "{path}: {v}");
+    }
+    let v = call(r#"{"name":"file_write","arguments":{"path":"notes.txt","content":"x"}}"#);
+    assert_eq!(kind(&v), "", "{v}");
+    let v =
+        call(r#"{"name":"file_move","arguments":{"source":"notes.txt","destination":".envrc"}}"#);
+    assert_eq!(kind(&v), "protected_path", "{v}");
+    let v =
+        call(r#"{"name":"file_write","arguments":{"path":".vscode/tasks.json","content":"{}"}}"#);
+    assert_eq!(kind(&v), "", "allowed: {v}");
+    // Commands: the jail's read-only binds say the same.
+    let v = call(
+        r#"{"name":"run_command","arguments":{"command":"echo x > .mcp.json; echo $?; mkdir -p .git/hooks 2>&1; echo y > .vscode/x && echo vscode-ok"}}"#,
+    );
+    let out = v["stdout"].as_str().unwrap_or("");
+    assert!(out.starts_with('2') || out.contains("Read-only"), "{v}");
+    assert!(out.contains("vscode-ok"), "{v}");
+    drop(stdin);
+    child.wait().unwrap();
+    let shared = root.join("shared");
+    assert!(
+        !shared.join(".mcp.json").exists() && !shared.join(".git").exists(),
+        "placeholders gone"
+    );
+    assert!(shared.join("notes.txt").exists() && shared.join(".vscode/x").exists());
+}
