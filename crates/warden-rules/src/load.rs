@@ -24,6 +24,10 @@ pub struct RuleError {
 pub const BUILTIN: &[(&str, &str)] = &[
     ("shell-exec.yaml", include_str!("../rules/shell-exec.yaml")),
     (
+        "fileless-exec.yaml",
+        include_str!("../rules/fileless-exec.yaml"),
+    ),
+    (
         "startup-shell.yaml",
         include_str!("../rules/startup-shell.yaml"),
     ),

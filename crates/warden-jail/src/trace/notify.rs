@@ -790,16 +790,49 @@ fn net_op(mut d: Value, op: &str) -> Option<(EventKind, Value)> {
     Some((EventKind::NetConnect, d))
 }
 
+/// An exec's data. A program named through a descriptor (`/proc/self/fd/N`, `/dev/fd/N`, or
+/// an empty path with `AT_EMPTY_PATH`) is recorded as what that descriptor is; a memory file
+/// (`memfd_create`) or a deleted file is `fileless`, with the memory file's name: nothing on
+/// disk holds what ran.
+fn exec_event(pid: i32, path: Option<String>, argv: Value) -> Value {
+    let own = format!("/proc/{pid}/fd/");
+    let fd = path.as_deref().and_then(|p| {
+        [
+            "/proc/self/fd/",
+            "/dev/fd/",
+            "/proc/thread-self/fd/",
+            own.as_str(),
+        ]
+        .iter()
+        .find_map(|prefix| p.strip_prefix(prefix))
+        .and_then(|n| n.parse::<i32>().ok())
+    });
+    let path = match fd.and_then(|fd| std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).ok()) {
+        Some(target) => Some(target.to_string_lossy().into_owned()),
+        None => path,
+    };
+    let mut d = json!({ "path": path, "argv": argv });
+    if let Some(p) = path.as_deref() {
+        if let Some(name) = p.strip_prefix("/memfd:") {
+            d["fileless"] = json!(true);
+            d["memfd"] = json!(name.trim_end_matches(" (deleted)"));
+        } else if p.ends_with(" (deleted)") {
+            d["fileless"] = json!(true);
+        }
+    }
+    d
+}
+
 /// Turn one observed syscall into an event (reads the stopped task's memory).
 fn decode(nr: i64, pid: i32, a: &[u64; 6]) -> Option<(EventKind, Value)> {
     match nr {
         nr if nr == libc::SYS_execve => Some((
             EventKind::ProcessSpawn,
-            json!({ "path": path_arg(pid, None, a[0]), "argv": read_argv(pid, a[1]) }),
+            exec_event(pid, path_arg(pid, None, a[0]), read_argv(pid, a[1])),
         )),
         nr if nr == libc::SYS_execveat => Some((
             EventKind::ProcessSpawn,
-            json!({ "path": path_arg(pid, Some(a[0]), a[1]), "argv": read_argv(pid, a[2]) }),
+            exec_event(pid, path_arg(pid, Some(a[0]), a[1]), read_argv(pid, a[2])),
         )),
         nr if nr == libc::SYS_openat => {
             let (kind, mut d) = open_event(a[2]);

@@ -45,6 +45,7 @@ in_a_container!(escape:
     symlinked_bind_sources_are_refused,
     symlinked_mount_targets_in_the_workspace_are_refused,
     setuid_bits_cannot_be_planted_in_the_workspace,
+    code_that_runs_later_cannot_be_planted_in_the_workspace,
 );
 
 in_a_container!(detonate:
@@ -110,6 +111,7 @@ in_a_container!(trace:
     denied_attempts_are_evidence,
     process_exits_carry_their_status,
     the_run_frame_directories_modes_and_listening_sockets,
+    fileless_execution_is_recorded,
 );
 
 in_a_container!(limits:

@@ -430,6 +430,9 @@ pub fn one_fixture_per_category() {
     let f = findings("hog.py", &[]);
     assert!(has(&f, "resource-abuse", "medium", "grow"), "{f:?}");
 
+    let f = findings("fileless.py", &["--no-payloads"]);
+    assert!(has(&f, "fileless-exec", "high", "format"), "{f:?}");
+
     let f = findings("violator.py", &[]);
     assert!(has(&f, "sandbox-violation", "high", "tune"), "{f:?}");
     assert!(has(&f, "write-outside-workdir", "high", "tune"), "{f:?}");

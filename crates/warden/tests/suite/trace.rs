@@ -234,3 +234,40 @@ pub fn every_trace_line_is_an_event_and_the_canaries_are_in_the_first() {
         "{canaries:?}"
     );
 }
+
+/// Fileless execution (a program copied into `memfd_create` and run from its descriptor, by
+/// `execveat(AT_EMPTY_PATH)` and by `execve("/proc/self/fd/N")`) is not blocked, and each is a
+/// `process.spawn` marked `fileless` with the memory file's name.
+#[test]
+pub fn fileless_execution_is_recorded() {
+    let ws = workspace_with("memfd_exec");
+    let file = ws.path().join("events.jsonl");
+    let r = warden(&[
+        "run",
+        "--workspace",
+        ws.path().to_str().unwrap(),
+        "--trace",
+        file.to_str().unwrap(),
+        "--",
+        "./memfd_exec",
+    ]);
+    assert_eq!(r.status, 0, "{r:?}");
+    assert!(r.stdout.contains("execveat 0, execve 0"), "{r:?}");
+    let ev = read_events(&file);
+    let fileless: Vec<&serde_json::Value> = ev
+        .iter()
+        .filter(|e| e["kind"] == "process.spawn" && e["data"]["fileless"] == true)
+        .collect();
+    assert_eq!(fileless.len(), 2, "{fileless:?}");
+    for e in &fileless {
+        assert_eq!(e["data"]["memfd"], "warden-payload", "{e}");
+        assert!(
+            e["data"]["path"]
+                .as_str()
+                .unwrap()
+                .starts_with("/memfd:warden-payload")
+        );
+    }
+    let ordinary = find(&ev, "process.spawn", |d| d["argv"][0] == "./memfd_exec").unwrap();
+    assert!(ordinary["data"].get("fileless").is_none(), "{ordinary}");
+}
