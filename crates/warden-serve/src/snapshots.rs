@@ -9,10 +9,19 @@
 //!
 //! The workspace is read and written through `cap-std`, so a symlink that sandboxed code swaps
 //! in cannot make a snapshot read, or a restore write, anything outside the workspace.
+//!
+//! Names are kept exactly: a path or link target that is not UTF-8 is stored as its bytes
+//! (base64, beside a display form with `\xNN` escapes), so a restore recreates and removes the
+//! very names that were there, and two names that differ only in invalid bytes stay two.
+//! Special files (FIFOs, sockets, devices) cannot be snapshotted: they are listed as skipped.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::{OsStr, OsString};
 use std::io::{Read, Write};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
+
+use base64::Engine as _;
 use std::time::{Duration, UNIX_EPOCH};
 
 use cap_fs_ext::{DirExt, SystemTimeSpec};
@@ -80,8 +89,11 @@ pub enum Kind {
 /// One entry of a manifest.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Entry {
-    /// Path relative to the workspace.
+    /// Path relative to the workspace, for display (bytes that are not UTF-8 as `\xNN`).
     pub path: String,
+    /// The path's exact bytes (base64) when it is not UTF-8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_bytes: Option<String>,
     /// Kind.
     pub kind: Kind,
     /// Size in bytes (files).
@@ -92,8 +104,57 @@ pub struct Entry {
     pub mtime_ns: u128,
     /// Content hash (files).
     pub sha256: Option<String>,
-    /// Link target (symlinks).
+    /// Link target (symlinks), for display.
     pub target: Option<String>,
+    /// The link target's exact bytes (base64) when it is not UTF-8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_bytes: Option<String>,
+}
+
+/// A name's display form (invalid bytes as `\xNN`) and, when it is not UTF-8, its exact
+/// bytes in base64.
+fn named(name: &OsStr) -> (String, Option<String>) {
+    match name.to_str() {
+        Some(s) => (s.to_owned(), None),
+        None => {
+            let bytes = name.as_bytes();
+            let mut shown = String::new();
+            for chunk in bytes.utf8_chunks() {
+                shown.push_str(chunk.valid());
+                for b in chunk.invalid() {
+                    shown.push_str(&format!("\\x{b:02x}"));
+                }
+            }
+            let exact = base64::engine::general_purpose::STANDARD.encode(bytes);
+            (shown, Some(exact))
+        }
+    }
+}
+
+/// The exact name back from its display form and bytes.
+fn exact(shown: &str, bytes: Option<&String>) -> OsString {
+    bytes
+        .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
+        .map_or_else(|| OsString::from(shown), OsString::from_vec)
+}
+
+impl Entry {
+    /// The path, exactly.
+    pub fn exact_path(&self) -> PathBuf {
+        PathBuf::from(exact(&self.path, self.path_bytes.as_ref()))
+    }
+
+    /// The link target, exactly.
+    pub fn exact_target(&self) -> Option<OsString> {
+        self.target
+            .as_deref()
+            .map(|t| exact(t, self.target_bytes.as_ref()))
+    }
+
+    /// The key entries are compared and sorted by: the exact path bytes.
+    fn key(&self) -> Vec<u8> {
+        self.exact_path().into_os_string().into_vec()
+    }
 }
 
 /// A snapshot's manifest.
@@ -109,6 +170,9 @@ pub struct Manifest {
     pub total_bytes: u64,
     /// Entries, sorted by path.
     pub entries: Vec<Entry>,
+    /// Special files (FIFOs, sockets, devices) that were not snapshotted (display paths).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<String>,
 }
 
 /// Paths changed since a snapshot.
@@ -165,9 +229,14 @@ fn hash_file(f: &mut cap_std::fs::File) -> std::io::Result<(String, u64)> {
     Ok((hex, n))
 }
 
-/// Walk the workspace without following symlinks; entries sorted by path.
-fn scan(ws: &Dir) -> Result<Vec<(Entry, Option<PathBuf>)>, SnapshotError> {
+/// What a walk of the workspace found.
+type Scanned = Vec<(Entry, Option<PathBuf>)>;
+
+/// Walk the workspace without following symlinks; entries sorted by their exact path, and the
+/// special files that cannot be snapshotted.
+fn scan(ws: &Dir) -> Result<(Scanned, Vec<String>), SnapshotError> {
     let mut out = Vec::new();
+    let mut skipped = Vec::new();
     let mut stack = vec![PathBuf::new()];
     while let Some(rel) = stack.pop() {
         let d = if rel.as_os_str().is_empty() {
@@ -187,38 +256,39 @@ fn scan(ws: &Dir) -> Result<Vec<(Entry, Option<PathBuf>)>, SnapshotError> {
             let path = rel.join(e.file_name());
             let Ok(m) = e.metadata() else { continue };
             let ft = m.file_type();
-            let entry = |kind, size, sha256, target| Entry {
-                path: path.to_string_lossy().into_owned(),
-                kind,
-                size,
-                mode: m.permissions().mode() & 0o7777,
-                mtime_ns: mtime_ns(&m),
-                sha256,
-                target,
+            let (shown, path_bytes) = named(path.as_os_str());
+            let entry = |kind, size, sha256, target: Option<&OsStr>| {
+                let (target, target_bytes) = target.map(named).unzip();
+                Entry {
+                    path: shown.clone(),
+                    path_bytes: path_bytes.clone(),
+                    kind,
+                    size,
+                    mode: m.permissions().mode() & 0o7777,
+                    mtime_ns: mtime_ns(&m),
+                    sha256,
+                    target,
+                    target_bytes: target_bytes.flatten(),
+                }
             };
             if ft.is_symlink() {
                 let t = ws
                     .read_link_contents(&path)
                     .map_err(io(format!("reading {path:?}")))?;
-                out.push((
-                    entry(
-                        Kind::Symlink,
-                        0,
-                        None,
-                        Some(t.to_string_lossy().into_owned()),
-                    ),
-                    None,
-                ));
+                out.push((entry(Kind::Symlink, 0, None, Some(t.as_os_str())), None));
             } else if ft.is_dir() {
                 stack.push(path.clone());
                 out.push((entry(Kind::Dir, 0, None, None), None));
             } else if ft.is_file() {
                 out.push((entry(Kind::File, m.len(), None, None), Some(path.clone())));
+            } else {
+                skipped.push(shown);
             }
         }
     }
-    out.sort_by(|a, b| a.0.path.cmp(&b.0.path));
-    Ok(out)
+    out.sort_by_key(|a| a.0.key());
+    skipped.sort();
+    Ok((out, skipped))
 }
 
 impl Store {
@@ -347,7 +417,7 @@ impl Store {
         description: &str,
         added: &mut Vec<PathBuf>,
     ) -> Result<Manifest, SnapshotError> {
-        let scanned = scan(ws)?;
+        let (scanned, skipped) = scan(ws)?;
         let mut entries = Vec::with_capacity(scanned.len());
         let mut used = self.bytes();
         let mut total = 0u64;
@@ -375,6 +445,7 @@ impl Store {
             created_ms,
             total_bytes: total,
             entries,
+            skipped,
         };
         let json = serde_json::to_vec(&m).unwrap_or_default();
         write_atomic(&self.root.join("manifests"), &format!("{id}.json"), &json)?;
@@ -431,18 +502,18 @@ impl Store {
     /// What changed in the workspace since snapshot `id`.
     pub fn diff(&self, ws: &Dir, id: &str) -> Result<Diff, SnapshotError> {
         let snap = self.get(id)?;
-        let then: BTreeMap<&str, &Entry> =
-            snap.entries.iter().map(|e| (e.path.as_str(), e)).collect();
-        let now = scan(ws)?;
+        let then: BTreeMap<Vec<u8>, &Entry> = snap.entries.iter().map(|e| (e.key(), e)).collect();
+        let (now, _) = scan(ws)?;
         let mut added = Vec::new();
         let mut modified = Vec::new();
         let mut seen = BTreeSet::new();
         for (mut e, file) in now {
-            seen.insert(e.path.clone());
-            let Some(old) = then.get(e.path.as_str()) else {
+            let key = e.key();
+            let Some(old) = then.get(&key) else {
                 added.push(e.path);
                 continue;
             };
+            seen.insert(key);
             if let Some(path) = file {
                 // Same size: compare contents by hash (mtimes alone are not trusted).
                 if old.size == e.size {
@@ -457,16 +528,16 @@ impl Store {
             }
             let same = old.kind == e.kind
                 && old.mode == e.mode
-                && old.target == e.target
+                && old.exact_target() == e.exact_target()
                 && (e.kind != Kind::File || (old.size == e.size && old.sha256 == e.sha256));
             if !same {
                 modified.push(e.path);
             }
         }
         let removed = then
-            .keys()
-            .filter(|p| !seen.contains(**p))
-            .map(|p| p.to_string())
+            .iter()
+            .filter(|(k, _)| !seen.contains(*k))
+            .map(|(_, e)| e.path.clone())
             .collect();
         Ok(Diff {
             added,
@@ -486,18 +557,18 @@ impl Store {
                 return Err(SnapshotError::Damaged(id.to_owned()));
             }
         }
-        let want: BTreeMap<&str, &Entry> =
-            snap.entries.iter().map(|e| (e.path.as_str(), e)).collect();
+        let want: BTreeMap<Vec<u8>, &Entry> = snap.entries.iter().map(|e| (e.key(), e)).collect();
         // Remove what should not be there (deepest first), or is of another kind.
-        let mut current = scan(ws)?;
+        let (mut current, _) = scan(ws)?;
         current.reverse();
         for (e, _) in &current {
-            let keep = want.get(e.path.as_str()).is_some_and(|w| w.kind == e.kind);
+            let keep = want.get(&e.key()).is_some_and(|w| w.kind == e.kind);
             if !keep {
+                let p = e.exact_path();
                 let r = if e.kind == Kind::Dir {
-                    ws.remove_dir_all(&e.path)
+                    ws.remove_dir_all(&p)
                 } else {
-                    ws.remove_file(&e.path)
+                    ws.remove_file(&p)
                 };
                 if let Err(err) = r
                     && err.kind() != std::io::ErrorKind::NotFound
@@ -506,30 +577,30 @@ impl Store {
                 }
             }
         }
-        let now: BTreeMap<String, Entry> = scan(ws)?
-            .into_iter()
-            .map(|(e, _)| (e.path.clone(), e))
-            .collect();
+        let now: BTreeMap<Vec<u8>, Entry> =
+            scan(ws)?.0.into_iter().map(|(e, _)| (e.key(), e)).collect();
         for e in &snap.entries {
-            let p = Path::new(&e.path);
+            let p = e.exact_path();
+            let p = p.as_path();
+            let here = now.get(&e.key());
             match e.kind {
                 Kind::Dir => {
-                    if !now.contains_key(&e.path) {
+                    if here.is_none() {
                         ws.create_dir(p)
                             .map_err(io(format!("creating {:?}", e.path)))?;
                     }
                 }
                 Kind::Symlink => {
-                    let target = e.target.as_deref().unwrap_or("");
-                    if now.get(&e.path).and_then(|c| c.target.as_deref()) != Some(target) {
+                    let target = e.exact_target().unwrap_or_default();
+                    if here.and_then(Entry::exact_target).as_ref() != Some(&target) {
                         let _ = ws.remove_file(p);
-                        ws.symlink_contents(target, p)
+                        ws.symlink_contents(&target, p)
                             .map_err(io(format!("linking {:?}", e.path)))?;
                     }
                 }
                 Kind::File => {
                     let hash = e.sha256.as_deref().unwrap_or("");
-                    let unchanged = now.get(&e.path).is_some_and(|c| {
+                    let unchanged = here.is_some_and(|c| {
                         c.size == e.size
                             && crate::wsfs::open_read(ws, p)
                                 .ok()
@@ -554,7 +625,8 @@ impl Store {
         // Modes and times last, children before parents (writing into a directory changes its
         // mtime); symlinks have no mode of their own on Linux.
         for e in snap.entries.iter().rev() {
-            let p = Path::new(&e.path);
+            let p = e.exact_path();
+            let p = p.as_path();
             let secs = u64::try_from(e.mtime_ns / 1_000_000_000).unwrap_or(0);
             let nanos = u32::try_from(e.mtime_ns % 1_000_000_000).unwrap_or(0);
             let t = cap_std::time::SystemTime::from_std(UNIX_EPOCH + Duration::new(secs, nanos));

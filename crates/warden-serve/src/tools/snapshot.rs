@@ -20,7 +20,9 @@ fn summary_schema() -> Value {
         "type": "object",
         "properties": { "id": { "type": "string" }, "description": { "type": "string" },
                         "created_ms": { "type": "integer" }, "files": { "type": "integer" },
-                        "total_bytes": { "type": "integer" } },
+                        "total_bytes": { "type": "integer" },
+                        "skipped": { "type": "array", "items": { "type": "string" },
+                                     "description": "special files (FIFOs, sockets, devices) not snapshotted" } },
         "required": ["id", "description", "created_ms", "files", "total_bytes"]
     })
 }
@@ -109,6 +111,7 @@ fn summary(m: &Manifest) -> Value {
         "created_ms": m.created_ms,
         "files": m.entries.iter().filter(|e| e.kind == crate::snapshots::Kind::File).count(),
         "total_bytes": m.total_bytes,
+        "skipped": m.skipped,
     })
 }
 

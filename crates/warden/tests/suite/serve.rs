@@ -698,3 +698,68 @@ pub fn lasting_workspaces_keep_their_protected_paths() {
     );
     assert!(shared.join("notes.txt").exists() && shared.join(".vscode/x").exists());
 }
+
+/// Regression: snapshot names were stored lossily, so a restore left `x\xff` in place, two
+/// names differing only in invalid bytes collapsed into one, and special files vanished
+/// silently. Names now round-trip exactly; special files are listed as skipped.
+#[test]
+pub fn snapshots_keep_names_that_are_not_utf8() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("ws");
+    std::fs::create_dir_all(&root).unwrap();
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "workspace_root = '{}'\nshared_workspace = true\n",
+            root.display()
+        ),
+    )
+    .unwrap();
+    let (mut child, mut stdin, mut stdout) = stdio_session(&["--config", cfg.to_str().unwrap()]);
+    let mut id = 1;
+    let mut call = |args: &str| {
+        id += 1;
+        tool_result(&request(&mut stdin, &mut stdout, id, "tools/call", args))
+    };
+    let v = call(
+        r#"{"name":"run_command","arguments":{"command":"printf one > \"$(printf 'x\\377')\"; printf two > \"$(printf 'x\\376')\"; ln -s \"$(printf 't\\375')\" link; mkfifo pipe"}}"#,
+    );
+    assert_eq!(v["exit_code"], 0, "{v}");
+    let snap = call(r#"{"name":"snapshot_create","arguments":{"description":"raw names"}}"#);
+    assert_eq!(snap["files"], 2, "two files, not one: {snap}");
+    assert_eq!(snap["skipped"], serde_json::json!(["pipe"]), "{snap}");
+    let sid = snap["id"].as_str().unwrap().to_owned();
+    let v = call(
+        r#"{"name":"run_command","arguments":{"command":"rm \"$(printf 'x\\377')\"; printf changed > \"$(printf 'x\\376')\"; printf new > \"$(printf 'y\\374')\"; rm link"}}"#,
+    );
+    assert_eq!(v["exit_code"], 0, "{v}");
+    let d = call(&format!(
+        r#"{{"name":"snapshot_diff","arguments":{{"id":"{sid}"}}}}"#
+    ));
+    assert_eq!(d["added"], serde_json::json!(["y\\xfc"]), "{d}");
+    assert_eq!(d["modified"], serde_json::json!(["x\\xfe"]), "{d}");
+    assert_eq!(d["removed"], serde_json::json!(["link", "x\\xff"]), "{d}");
+    let r = call(&format!(
+        r#"{{"name":"snapshot_restore","arguments":{{"id":"{sid}"}}}}"#
+    ));
+    assert!(r.get("error").is_none(), "{r}");
+    drop(stdin);
+    child.wait().unwrap();
+    use std::os::unix::ffi::OsStrExt;
+    let ws = root.join("shared");
+    let name = |b: &[u8]| ws.join(std::ffi::OsStr::from_bytes(b));
+    assert_eq!(std::fs::read(name(b"x\xff")).unwrap(), b"one");
+    assert_eq!(std::fs::read(name(b"x\xfe")).unwrap(), b"two");
+    assert!(
+        !name(b"y\xfc").exists(),
+        "the file made after the snapshot is gone"
+    );
+    assert_eq!(
+        std::fs::read_link(ws.join("link"))
+            .unwrap()
+            .as_os_str()
+            .as_bytes(),
+        b"t\xfd"
+    );
+}
