@@ -29,6 +29,8 @@ pub struct HttpOptions {
     pub addr: SocketAddr,
     /// The `warden` executable for the jail (default: the current one).
     pub helper: Option<PathBuf>,
+    /// Cancelled to shut down gracefully (besides Ctrl-C).
+    pub shutdown: tokio_util::sync::CancellationToken,
 }
 
 fn same_bytes(a: &[u8], b: &[u8]) -> bool {
@@ -102,9 +104,13 @@ pub(crate) async fn serve(config: Config, opts: HttpOptions) -> Result<(), Serve
         .await
         .map_err(|source| ServeError::Http { addr, source })?;
     tracing::info!(%addr, "serving MCP over HTTP at /mcp");
+    let shutdown = opts.shutdown.clone();
     axum::serve(listener, app)
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
+        .with_graceful_shutdown(async move {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                () = shutdown.cancelled() => {}
+            }
         })
         .await
         .map_err(|source| ServeError::Http { addr, source })?;

@@ -11,6 +11,7 @@
 pub mod audit;
 pub mod config;
 mod http;
+pub mod leftovers;
 pub mod metrics;
 pub mod server;
 pub mod snapshots;

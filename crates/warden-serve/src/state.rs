@@ -85,6 +85,7 @@ impl Shared {
             .prefix("warden-serve-")
             .tempdir()
             .map_err(io(&std::env::temp_dir()))?;
+        crate::leftovers::register(state_dir.path());
         let audit_path = config
             .settings
             .audit_log
@@ -199,7 +200,16 @@ impl Session {
                 let root = shared.workspace_root();
                 private_dir(&root)
                     .and_then(|()| std::fs::create_dir_all(&path))
-                    .map(|()| path)
+                    .map(|()| {
+                        // A session's own workspace goes with it, also on a signal.
+                        if !shared.config.settings.shared_workspace {
+                            crate::leftovers::register(&path);
+                            if let Some(name) = path.file_name() {
+                                crate::leftovers::register(&root.join(".snapshots").join(name));
+                            }
+                        }
+                        path
+                    })
                     .map_err(|e| format!("creating the workspace: {e}"))
             })
             .clone()
@@ -231,9 +241,11 @@ impl Drop for Session {
             && let Some(Ok(path)) = self.workspace.get()
         {
             let _ = std::fs::remove_dir_all(path);
+            crate::leftovers::unregister(path);
             if let Some(name) = path.file_name() {
                 let store = self.shared.workspace_root().join(".snapshots").join(name);
-                let _ = std::fs::remove_dir_all(store);
+                let _ = std::fs::remove_dir_all(&store);
+                crate::leftovers::unregister(&store);
             }
         }
     }

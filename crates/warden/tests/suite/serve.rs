@@ -763,3 +763,105 @@ pub fn snapshots_keep_names_that_are_not_utf8() {
         b"t\xfd"
     );
 }
+
+/// Regression: SIGTERM, SIGHUP or SIGINT left `warden-serve-*/` (the audit log with every
+/// call's arguments, and the workspaces) behind. Now the server cleans up as at the end of a
+/// session, over stdio and HTTP, and exits 128+N.
+#[test]
+pub fn termination_signals_leave_no_session_data() {
+    use nix::sys::signal::Signal;
+    for (signal, http) in [
+        (Signal::SIGTERM, false),
+        (Signal::SIGHUP, false),
+        (Signal::SIGINT, false),
+        (Signal::SIGTERM, true),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let operator_root = tmp.path().join("workspaces");
+        let cfg = tmp.path().join("c.toml");
+        std::fs::write(
+            &cfg,
+            format!("workspace_root = '{}'\n", operator_root.display()),
+        )
+        .unwrap();
+        let private = tmp.path().join("tmp");
+        std::fs::create_dir_all(&private).unwrap();
+        let mut child = if http {
+            let port = free_port();
+            let addr = format!("127.0.0.1:{port}");
+            let child = Command::new(warden_bin())
+                .args(["serve", "--config", cfg.to_str().unwrap(), "--http", &addr])
+                .env("TMPDIR", &private)
+                .stdin(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            assert!(eventually(10, || TcpStream::connect(("127.0.0.1", port)).is_ok()));
+            assert_eq!(raw_post(port, &[]), 200);
+            child
+        } else {
+            let mut child = Command::new(warden_bin())
+                .args(["serve", "--config", cfg.to_str().unwrap()])
+                .env("TMPDIR", &private)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            let mut stdin = child.stdin.take().unwrap();
+            let mut stdout = BufReader::new(child.stdout.take().unwrap());
+            writeln!(stdin, r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{}},"clientInfo":{{"name":"t","version":"1"}}}}}}"#).unwrap();
+            let mut line = String::new();
+            stdout.read_line(&mut line).unwrap();
+            writeln!(
+                stdin,
+                r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+            )
+            .unwrap();
+            let v = request(
+                &mut stdin,
+                &mut stdout,
+                2,
+                "tools/call",
+                r#"{"name":"run_command","arguments":{"command":"echo secret > note"}}"#,
+            );
+            assert_eq!(tool_result(&v)["exit_code"], 0, "{v}");
+            // Keep the pipes open: the server must not see EOF first.
+            std::mem::forget((stdin, stdout));
+            child
+        };
+        let entries = |dir: &std::path::Path| -> Vec<String> {
+            std::fs::read_dir(dir)
+                .map(|d| {
+                    d.flatten()
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        assert!(
+            !entries(&private).is_empty(),
+            "the state folder exists while serving"
+        );
+        let pid = nix::unistd::Pid::from_raw(child.id().cast_signed());
+        nix::sys::signal::kill(pid, signal).unwrap();
+        let status = child.wait().unwrap();
+        assert_eq!(
+            status.code(),
+            Some(128 + signal as i32),
+            "{signal} http={http}"
+        );
+        assert_eq!(
+            entries(&private),
+            Vec::<String>::new(),
+            "{signal} http={http}"
+        );
+        let sessions: Vec<String> = entries(&operator_root)
+            .into_iter()
+            .filter(|n| !n.starts_with('.'))
+            .collect();
+        assert!(sessions.is_empty(), "{signal} http={http}: {sessions:?}");
+        let stores = entries(&operator_root.join(".snapshots"));
+        assert!(stores.is_empty(), "{signal} http={http}: {stores:?}");
+    }
+}

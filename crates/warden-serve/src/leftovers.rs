@@ -1,0 +1,37 @@
+//! What a server leaves on disk while it runs (its private state folder, with the default
+//! audit log and workspaces; sessions' own workspaces and snapshot stores under an operator's
+//! `workspace_root`), registered so a termination signal removes it as the end of the session
+//! would.
+//!
+//! Guarantees: only registered paths are removed, each once; a path is unregistered when its
+//! owner removes it the ordinary way. Shared workspaces under an operator's `workspace_root`
+//! are never registered (they outlive the server by design).
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+static LIVE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+fn live() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    LIVE.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Remove `path` (a folder) if the server is ended by a signal.
+pub(crate) fn register(path: &Path) {
+    live().push(path.to_owned());
+}
+
+/// `path` is gone the ordinary way (or must stay): forget it.
+pub(crate) fn unregister(path: &Path) {
+    live().retain(|p| p != path);
+}
+
+/// Remove everything registered (newest first). For the signal handler, just before exiting;
+/// the lock is held throughout, so nothing is registered in between.
+pub fn remove_all() {
+    let mut paths = live();
+    while let Some(p) = paths.pop() {
+        let _ = std::fs::remove_dir_all(&p);
+    }
+}
