@@ -11,6 +11,7 @@
 pub mod audit;
 pub mod config;
 mod http;
+mod stdio;
 pub mod leftovers;
 pub mod metrics;
 pub mod server;
@@ -61,46 +62,26 @@ pub enum ServeError {
 /// Serve one session over stdin/stdout until the client closes it.
 pub async fn serve_stdio(config: Config, helper: Option<PathBuf>) -> Result<(), ServeError> {
     let shared = Shared::new(config, helper)?;
+    // Cancelled at end of input, so calls of a vanished client stop at once (rmcp itself
+    // waits a grace period before cancelling them).
     let closed = tokio_util::sync::CancellationToken::new();
-    let stdin = EofSignal {
-        inner: tokio::io::stdin(),
-        eof: closed.clone(),
-    };
-    let transport =
-        rmcp::transport::async_rw::AsyncRwTransport::new_server(stdin, tokio::io::stdout())
-            .with_max_line_length(MAX_MESSAGE_BYTES);
+    let (input, output, writer) = stdio::frame(
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+        MAX_MESSAGE_BYTES,
+        closed.clone(),
+    );
+    let transport = rmcp::transport::async_rw::AsyncRwTransport::new_server(input, output)
+        .with_max_line_length(MAX_MESSAGE_BYTES);
     let running = WardenServer::new(shared.clone(), closed)
         .serve(transport)
         .await
         .map_err(|e| ServeError::Session(e.to_string()))?;
     let _ = running.waiting().await;
+    // Every answer written before exiting.
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), writer).await;
     shared.audit.close();
     Ok(())
-}
-
-/// Stdin that cancels a token at end of file, so calls of a vanished client stop at once
-/// (rmcp itself waits a grace period before cancelling them).
-struct EofSignal {
-    inner: tokio::io::Stdin,
-    eof: tokio_util::sync::CancellationToken,
-}
-
-impl tokio::io::AsyncRead for EofSignal {
-    fn poll_read(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        let before = buf.filled().len();
-        let poll = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
-        if let std::task::Poll::Ready(Ok(())) = &poll
-            && buf.filled().len() == before
-            && buf.remaining() > 0
-        {
-            self.eof.cancel();
-        }
-        poll
-    }
 }
 
 /// Serve Streamable HTTP on `addr` until interrupted.

@@ -865,3 +865,34 @@ pub fn termination_signals_leave_no_session_data() {
         assert!(stores.is_empty(), "{signal} http={http}: {stores:?}");
     }
 }
+
+/// Regression: a malformed JSON line or invalid UTF-8 on stdio was dropped without an answer;
+/// JSON-RPC 2.0 wants `-32700 Parse error` with `id: null` (and `-32600` for a value that
+/// cannot be a request). The session goes on, and ends promptly at end of input.
+#[test]
+pub fn parse_errors_are_answered_on_stdio() {
+    let (mut child, mut stdin, mut stdout) = stdio_session(&[]);
+    let mut next = || {
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        serde_json::from_str::<serde_json::Value>(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+    };
+    stdin.write_all(b"{\"jsonrpc\": \"2.0\", \"id\": 5, \"method\"\n").unwrap();
+    let v = next();
+    assert_eq!(v["error"]["code"], -32700, "{v}");
+    assert_eq!(v["id"], serde_json::Value::Null, "{v}");
+    stdin.write_all(b"\xff\xfe{}\n").unwrap();
+    assert_eq!(next()["error"]["code"], -32700);
+    stdin.write_all(b"42\n").unwrap();
+    assert_eq!(next()["error"]["code"], -32600);
+    stdin
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"ping\"}\n")
+        .unwrap();
+    let v = next();
+    assert_eq!(v["id"], 9, "the session goes on: {v}");
+    drop(stdin);
+    let started = std::time::Instant::now();
+    let status = child.wait().unwrap();
+    assert!(status.success());
+    assert!(started.elapsed() < Duration::from_secs(5), "exits promptly at EOF");
+}
