@@ -55,8 +55,10 @@ pub struct Session {
     pub declares_tools: bool,
     /// How many tools `tools/list` gave (`None`: it failed or was never asked).
     pub listed: Option<usize>,
-    /// Tool calls that reached the server (answered, or held past their deadline).
+    /// Tool calls the server answered with a result (an error result too): its tools ran.
     pub exercised: u32,
+    /// Tool calls that timed out.
+    pub timeouts: u32,
     /// How the server's sandbox ended.
     pub end: ServerEnd,
 }
@@ -636,13 +638,10 @@ async fn call(
     let elapsed = ms(started);
     ctx.link.window(None)?;
     ctx.session.calls += 1;
-    // The call reached the server: it answered (a result, or an error of its own), or it held
-    // the request past the deadline. A transport failure (a closed pipe) does not count.
-    let reached = matches!(
-        &result,
-        Ok(Ok(_)) | Ok(Err(rmcp::ServiceError::McpError(_))) | Err(_)
-    );
-    ctx.session.exercised += u32::from(reached);
+    // The tool ran: the server answered with a result (an error result too). A JSON-RPC error
+    // (the call refused before any tool ran), a timeout or a closed pipe shows nothing of it.
+    ctx.session.exercised += u32::from(matches!(&result, Ok(Ok(_))));
+    ctx.session.timeouts += u32::from(result.is_err());
     let (output, is_error, timed_out, error) = match result {
         Ok(Ok(r)) => {
             let text = serde_json::to_string(&r).unwrap_or_default();

@@ -73,9 +73,8 @@ pub fn html(r: &Report) -> String {
     if let Some(why) = &r.why {
         let _ = write!(
             o,
-            "<div class=\"banner\" role=\"alert\"><strong>INCONCLUSIVE at {}:</strong> the \
-             detonation did not happen, so nothing here is a judgement of the server. {}",
-            esc(&name_of(why.stage)),
+            "<div class=\"banner\" role=\"alert\"><strong>{}.</strong> {}",
+            esc(&crate::report::stopped_short(r.verdict, why)),
             esc(&why.reason)
         );
         if !why.stderr_tail.is_empty() {

@@ -53,6 +53,8 @@ pub struct Options {
     pub rules: Vec<PathBuf>,
     /// Send adversarial payloads.
     pub adversarial: bool,
+    /// Where a container masks `/proc` and no fresh one can be made, use its own (weaker).
+    pub allow_host_proc: bool,
     /// Progress on stderr.
     pub progress: bool,
 }
@@ -69,6 +71,7 @@ impl Default for Options {
             install_budget: Duration::from_secs(300),
             rules: Vec::new(),
             adversarial: true,
+            allow_host_proc: false,
             progress: false,
         }
     }

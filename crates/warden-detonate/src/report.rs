@@ -53,6 +53,22 @@ pub fn clean(s: &str) -> String {
         .collect()
 }
 
+/// The headline of a run that stopped short: `INCONCLUSIVE at STAGE…`, or, when what was
+/// observed stands as the verdict, that it stopped short there.
+pub fn stopped_short(verdict: Verdict, why: &crate::Inconclusive) -> String {
+    if verdict == Verdict::Inconclusive {
+        format!(
+            "INCONCLUSIVE at {}: the detonation did not happen",
+            name_of(why.stage)
+        )
+    } else {
+        format!(
+            "stopped short at {}: the verdict rests on what was seen before",
+            name_of(why.stage)
+        )
+    }
+}
+
 /// The name a vocabulary value (kind, severity, verdict, category) has in reports.
 pub fn name_of<T: serde::Serialize>(v: T) -> String {
     serde_json::to_value(v)
@@ -215,13 +231,7 @@ impl Report {
             ),
         ];
         if let Some(why) = &self.why {
-            lines.insert(
-                1,
-                format!(
-                    "INCONCLUSIVE at {}: the detonation did not happen",
-                    name_of(why.stage)
-                ),
-            );
+            lines.insert(1, stopped_short(self.verdict, why));
         }
         let width = lines.iter().map(|l| l.chars().count()).max().unwrap_or(0) + 2;
         out.push_str(&format!("+{}+\n", "-".repeat(width)));
@@ -230,11 +240,7 @@ impl Report {
         }
         out.push_str(&format!("+{}+\n", "-".repeat(width)));
         if let Some(why) = &self.why {
-            out.push_str(&format!(
-                "{} {}\n",
-                paint("1;33", "INCONCLUSIVE"),
-                why.reason
-            ));
+            out.push_str(&format!("{} {}\n", paint("1;33", "STOPPED "), why.reason));
             for line in why.stderr_tail.lines() {
                 out.push_str(&format!("         stderr| {line}\n"));
             }

@@ -180,13 +180,25 @@ pub fn resolve(target: Option<&str>, command: &[String]) -> Result<Resolved> {
         }
         (None, true) => bail!("nothing to detonate: give a TARGET or --mcp-command"),
     };
-    let source = script.as_deref().and_then(Path::parent).map(source_root);
+    // A folder that would show too much (a home, `/etc`…) is never the source: the script
+    // alone is (a config file named in the command must not bring the home along).
+    let source = script.as_deref().and_then(|s| {
+        let root = source_root(s.parent()?);
+        if warden_jail::runtime::source_too_broad(&root) {
+            Some(s.to_path_buf())
+        } else {
+            Some(root)
+        }
+    });
     let rewrite = |arg: &String| -> String {
         let Some(src) = &source else {
             return arg.clone();
         };
         let abs = absolute(Path::new(arg)).unwrap_or_else(|_| PathBuf::from(arg));
         match abs.strip_prefix(src) {
+            Ok(rest) if Path::new(arg).exists() && rest.as_os_str().is_empty() => {
+                mount_point(src).display().to_string()
+            }
             Ok(rest) if Path::new(arg).exists() => {
                 mount_point(src).join(rest).display().to_string()
             }
@@ -202,6 +214,8 @@ pub fn resolve(target: Option<&str>, command: &[String]) -> Result<Resolved> {
                 script
                     .strip_prefix(src)
                     .ok()
+                    .filter(|p| !p.as_os_str().is_empty())
+                    .or_else(|| script.file_name().map(Path::new))
                     .map(|p| p.display().to_string())
             }),
         _ => None,
@@ -246,6 +260,15 @@ mod tests {
         assert!(resolve(None, &[]).is_err());
         let r = resolve(None, &["/bin/cat".into()]).unwrap();
         assert_eq!(r.argv, vec!["/bin/cat"]);
+        // Review finding: a file named in the command that sits directly in a home made the
+        // whole home the source folder. Only the file is shown then.
+        let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+        let config = Path::new(&home).join(format!(".warden-target-test-{}", std::process::id()));
+        std::fs::write(&config, "{}").unwrap();
+        let r = resolve(None, &["srv".into(), config.display().to_string()]).unwrap();
+        let _ = std::fs::remove_file(&config);
+        assert_eq!(r.source.as_deref(), Some(config.as_path()), "{r:?}");
+        assert_eq!(r.argv[1], config.display().to_string());
         let _ = std::fs::remove_dir_all(&d);
     }
 

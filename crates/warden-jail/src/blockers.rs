@@ -62,9 +62,12 @@ pub fn hint(failure: &SetupFailure, host: &Host) -> Option<String> {
         }
         Stage::IdMap => Some(subids()),
         Stage::Mounts if failure.detail.contains("/proc") => Some(
-            "the container masks /proc and Warden lacks CAP_SYS_ADMIN to make its own: docker \
-             run --cap-add SYS_ADMIN, or unmask it (docker run --security-opt \
-             systempaths=unconfined; Kubernetes: securityContext.procMount: Unmasked)"
+            "Warden needs CAP_SYS_ADMIN in the container to make the sandbox its own procfs \
+             (docker run --cap-add SYS_ADMIN; it widens what the container's root may do), or \
+             an unmasked /proc (--security-opt systempaths=unconfined, Kubernetes \
+             securityContext.procMount: Unmasked; the container's root can then write \
+             /proc/sys, so only in a disposable VM or runner), or --allow-host-proc to accept \
+             the weaker view"
                 .into(),
         ),
         _ => None,
@@ -109,9 +112,11 @@ fn user_namespaces(errno: i32, host: &Host) -> Option<String> {
     if host.seccomp_filtered {
         return Some(
             "a seccomp filter refuses user namespaces (the default profiles of Docker, \
-             containerd and Podman do): docker run --security-opt seccomp=unconfined (or a \
-             profile that allows clone and unshare with CLONE_NEWUSER); Kubernetes: \
-             securityContext.seccompProfile.type: Unconfined"
+             containerd and Podman do): give the container a profile that is the default plus \
+             clone and unshare with CLONE_NEWUSER (docker run --security-opt \
+             seccomp=PROFILE.json; Kubernetes: securityContext.seccompProfile.type: Localhost), \
+             or, in a disposable runner only, --security-opt seccomp=unconfined (Kubernetes: \
+             seccompProfile.type: Unconfined)"
                 .into(),
         );
     }

@@ -238,7 +238,17 @@ impl RunCgroup {
             else {
                 continue;
             };
-            if !Path::new(&format!("/proc/{pid}")).exists() {
+            // The pid is only a hint: another Warden in another pid namespace (a container
+            // sharing this hierarchy) names its groups with pids this /proc does not show. So
+            // only groups older than a minute go (an empty one: rmdir refuses any other), never
+            // one that its supervisor made a moment ago and is about to join.
+            let old = e
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > std::time::Duration::from_secs(60));
+            if old && !Path::new(&format!("/proc/{pid}")).exists() {
                 let _ = fs::remove_dir(e.path());
             }
         }

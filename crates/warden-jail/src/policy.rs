@@ -212,6 +212,9 @@ pub struct Policy {
     pub protect: bool,
     /// Protected paths (relative to a writable root: `.vscode`, `.git/hooks`) left writable.
     pub allow_protected: Vec<String>,
+    /// Where a container masks `/proc` and no fresh procfs can be made for the jail, bind the
+    /// container's own read-only instead of failing (weaker: see [`crate::procfs`]).
+    pub allow_host_proc: bool,
 }
 
 impl Default for Policy {
@@ -260,6 +263,7 @@ impl Default for Policy {
             egress: Vec::new(),
             protect: true,
             allow_protected: Vec::new(),
+            allow_host_proc: false,
             hostname: "warden".to_owned(),
             uid: 1000,
             gid: 1000,

@@ -13,10 +13,12 @@
 //!    as it would its own. Same guarantees as on a bare host: only the jail's processes, and
 //!    the same read-only binds over `/proc/sys` and friends. Needs `CAP_SYS_ADMIN` in the
 //!    container's mount namespace (root on the host, `--cap-add SYS_ADMIN`, a privileged pod).
-//! 2. [`ProcSource::HostBind`]: where that is refused too, the container's own `/proc` is bound
-//!    read-only, masks included. Weaker, and said so on stderr: the jail then lists the
-//!    container's processes (it still cannot read their memory, environment or descriptors,
-//!    which belong to other users).
+//! 2. [`ProcSource::HostBind`]: where that is refused too, and only when the policy allows it
+//!    (`allow_host_proc`), the container's own `/proc` is bound read-only, masks included.
+//!    Weaker, and said so on stderr: the jail then lists the container's processes with their
+//!    command lines and reads the container's network tables (`/proc/<pid>/net`); it still
+//!    cannot read their memory, environment or descriptors, which belong to other users.
+//!    Without that permission the run fails, naming the settings that would fix it.
 //!
 //! Without masks the jail mounts its own, as always ([`ProcSource::Fresh`]).
 
@@ -29,6 +31,7 @@ use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 
+use crate::error::{SetupFailure, Stage};
 use crate::protocol::{recv_record, send_record};
 use crate::sys::{self, CloneResult};
 
@@ -47,36 +50,54 @@ pub enum ProcSource {
 }
 
 /// Whether `mountinfo` (the text of `/proc/self/mountinfo`) has mounts on top of `/proc`: the
-/// masks of a container runtime, which stop a user namespace from mounting a procfs.
-/// (`binfmt_misc` sits on a directory the kernel keeps empty, which does not count.)
+/// masks of a container runtime, which stop a user namespace from mounting a procfs. (Mounts
+/// on the directories the kernel keeps empty for them — `binfmt_misc`, `nfsd`, `openprom` —
+/// do not count: the kernel does not count them either.)
 pub fn masked(mountinfo: &str) -> bool {
+    const EMPTY_MOUNT_POINTS: &[&str] = &[
+        "/proc/sys/fs/binfmt_misc",
+        "/proc/fs/nfsd",
+        "/proc/openprom",
+    ];
     mountinfo.lines().any(|l| {
-        l.split(' ')
-            .nth(4)
-            .is_some_and(|point| point.starts_with("/proc/") && point != "/proc/sys/fs/binfmt_misc")
+        l.split(' ').nth(4).is_some_and(|point| {
+            point.starts_with("/proc/") && !EMPTY_MOUNT_POINTS.contains(&point)
+        })
     })
 }
 
 /// Decide where the jail's `/proc` comes from for a jail whose init is `init`; for
 /// [`ProcSource::Handed`] the procfs is returned too. `warn`: say so on stderr when the
 /// answer is the weaker [`ProcSource::HostBind`].
-pub(crate) fn plan(init: Pid, warn: bool) -> (ProcSource, Option<OwnedFd>) {
+pub(crate) fn plan(
+    init: Pid,
+    allow_host: bool,
+    warn: bool,
+) -> Result<(ProcSource, Option<OwnedFd>), SetupFailure> {
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     if !masked(&mountinfo) {
-        return (ProcSource::Fresh, None);
+        return Ok((ProcSource::Fresh, None));
     }
     match for_pid_namespace(init) {
         Ok(fd) => {
             tracing::debug!("/proc is masked here; the jail gets a procfs made by the supervisor");
-            (ProcSource::Handed, Some(fd))
+            Ok((ProcSource::Handed, Some(fd)))
         }
-        Err(e) => {
+        Err(e) if allow_host => {
             tracing::debug!("no fresh procfs here ({e}): binding this /proc read-only");
             if warn {
                 say_weaker();
             }
-            (ProcSource::HostBind, None)
+            Ok((ProcSource::HostBind, None))
         }
+        Err(e) => Err(SetupFailure::errno(
+            Stage::Mounts,
+            "/proc is masked here (a container) and no fresh procfs can be made for the \
+             sandbox; the container's own /proc would show it the container's processes, their \
+             command lines and network tables: allow that with --allow-host-proc (policy \
+             allow_host_proc)",
+            e,
+        )),
     }
 }
 
@@ -106,20 +127,24 @@ pub(crate) fn for_pid_namespace(init: Pid) -> Result<OwnedFd, Errno> {
             drop(ours);
             // `setns(CLONE_NEWPID)` moves only our children into the namespace: the mount is
             // made by a grandchild, whose active pid namespace is the jail's.
-            let made = nix::sched::setns(&pidfd, CloneFlags::CLONE_NEWPID).and_then(|()| {
-                match sys::fork_single_threaded()? {
-                    CloneResult::Child => {
-                        let sent = match sys::new_procfs() {
-                            Ok(fd) => send_record(&theirs, b"ok", &[fd.as_raw_fd()]),
-                            Err(e) => send_record(&theirs, &(e as i32).to_le_bytes(), &[]),
-                        };
-                        sys::exit_now(i32::from(sent.is_err()))
-                    }
-                    CloneResult::Parent(pid) => match waitpid(pid, None)? {
-                        WaitStatus::Exited(_, 0) => Ok(()),
-                        _ => Err(Errno::ECHILD),
-                    },
+            // A pidfd names the namespace on Linux 5.8 and later; before, its /proc file does.
+            let joined = nix::sched::setns(&pidfd, CloneFlags::CLONE_NEWPID).or_else(|_| {
+                let ns = std::fs::File::open(format!("/proc/{init}/ns/pid"))
+                    .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))?;
+                nix::sched::setns(ns, CloneFlags::CLONE_NEWPID)
+            });
+            let made = joined.and_then(|()| match sys::fork_single_threaded()? {
+                CloneResult::Child => {
+                    let sent = match sys::new_procfs() {
+                        Ok(fd) => send_record(&theirs, b"ok", &[fd.as_raw_fd()]),
+                        Err(e) => send_record(&theirs, &(e as i32).to_le_bytes(), &[]),
+                    };
+                    sys::exit_now(i32::from(sent.is_err()))
                 }
+                CloneResult::Parent(pid) => match waitpid(pid, None)? {
+                    WaitStatus::Exited(_, 0) => Ok(()),
+                    _ => Err(Errno::ECHILD),
+                },
             });
             if let Err(e) = made {
                 let _ = send_record(&theirs, &(e as i32).to_le_bytes(), &[]);
@@ -128,7 +153,19 @@ pub(crate) fn for_pid_namespace(init: Pid) -> Result<OwnedFd, Errno> {
         }
         CloneResult::Parent(child) => {
             drop(theirs);
-            let got = recv_record(&ours, 16);
+            // Bounded: a helper that hangs must not hang the run (its children are killed).
+            let mut fds = [nix::poll::PollFd::new(
+                std::os::fd::AsFd::as_fd(&ours),
+                nix::poll::PollFlags::POLLIN,
+            )];
+            let ready = nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(5000u16));
+            let got = match ready {
+                Ok(n) if n > 0 => recv_record(&ours, 16),
+                _ => Err(Errno::ETIMEDOUT),
+            };
+            if got.is_err() {
+                let _ = nix::sys::signal::kill(child, nix::sys::signal::Signal::SIGKILL);
+            }
             let _ = waitpid(child, None);
             let (body, mut fds) = got?;
             match fds.pop() {
@@ -160,5 +197,7 @@ mod tests {
         assert!(!masked(
             "31 22 0:41 / /proc/sys/fs/binfmt_misc rw - binfmt_misc b rw\n"
         ));
+        // Review finding: an NFS server's nfsd mount made a bare host look like a container.
+        assert!(!masked("32 22 0:42 / /proc/fs/nfsd rw - nfsd nfsd rw\n"));
     }
 }

@@ -480,7 +480,7 @@ fn hand_over(
     // RCU grace period).
     let mut host = mounts::prepare_host(policy, ids).map_err(HandOver::Ours)?;
     // Inside a container whose runtime masked /proc, the init cannot mount its own.
-    match procfs::plan(init, warn_proc) {
+    match procfs::plan(init, policy.allow_host_proc, warn_proc).map_err(HandOver::Ours)? {
         (_, Some(fd)) => host.hand_proc(fd),
         (source, None) => host.proc = source,
     }

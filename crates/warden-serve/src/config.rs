@@ -117,6 +117,9 @@ pub struct ConfigFile {
     /// `.vscode/`, `.env`…) are read-only to commands and file tools; these (relative to the
     /// workspace: `.vscode`, `.git/hooks`) are left writable.
     pub allow_protected: Vec<String>,
+    /// Inside a container that masks `/proc`, when no fresh procfs can be made for the
+    /// sandbox, bind the container's own read-only instead of failing every call (weaker).
+    pub allow_host_proc: bool,
     /// Calls running at once, across sessions.
     pub max_concurrent_calls: usize,
     /// Audit log file (default: `audit.jsonl` in the state directory).
@@ -142,6 +145,7 @@ impl Default for ConfigFile {
             workspace_root: None,
             shared_workspace: false,
             allow_protected: Vec::new(),
+            allow_host_proc: false,
             max_concurrent_calls: 4,
             audit_log: None,
             audit_max_bytes: 10 << 20,

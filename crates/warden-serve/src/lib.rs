@@ -11,12 +11,12 @@
 pub mod audit;
 pub mod config;
 mod http;
-mod stdio;
 pub mod leftovers;
 pub mod metrics;
 pub mod server;
 pub mod snapshots;
 pub mod state;
+mod stdio;
 pub mod tools;
 mod wsfs;
 

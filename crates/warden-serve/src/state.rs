@@ -277,6 +277,7 @@ impl CallContext {
         p.protect = config.settings.lasting_workspaces();
         p.allow_protected
             .clone_from(&config.settings.allow_protected);
+        p.allow_host_proc = config.settings.allow_host_proc;
         let ms = (timeout_s * 1000.0).clamp(1.0, 86_400_000.0);
         // Both values are in range: clamped to a day in milliseconds.
         #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]

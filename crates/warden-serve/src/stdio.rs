@@ -55,7 +55,8 @@ pub(crate) fn frame(
         let mut from_rmcp = BufReader::new(from_rmcp);
         let mut line = Vec::new();
         let mut rmcp_open = true;
-        loop {
+        let mut answers_open = true;
+        while rmcp_open || answers_open {
             tokio::select! {
                 read = from_rmcp.read_until(b'\n', &mut line), if rmcp_open => {
                     if matches!(read, Ok(0) | Err(_)) {
@@ -66,14 +67,10 @@ pub(crate) fn frame(
                     }
                     line.clear();
                 }
-                answer = answered.recv() => match answer {
-                    Some(a) => {
-                        if write_line(&mut output, a.as_bytes()).await.is_err() {
-                            return;
-                        }
-                    }
-                    None if !rmcp_open => return,
-                    None => {}
+                answer = answered.recv(), if answers_open => match answer {
+                    Some(a) if write_line(&mut output, a.as_bytes()).await.is_err() => return,
+                    Some(_) => {}
+                    None => answers_open = false,
                 },
             }
         }

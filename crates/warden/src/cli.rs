@@ -78,6 +78,11 @@ pub struct DetonateArgs {
     /// Only benign calls (no adversarial payloads).
     #[arg(long)]
     pub no_payloads: bool,
+    /// Inside a container that masks /proc, when no fresh procfs can be made for the sandbox,
+    /// bind the container's own /proc read-only instead of failing (weaker: the sandbox then
+    /// sees the container's processes and their command lines).
+    #[arg(long)]
+    pub allow_host_proc: bool,
 }
 
 /// `warden rules list|validate|test`
@@ -177,6 +182,11 @@ pub struct RunArgs {
     /// .envrc, .env and .env.*, shell start-up files.
     #[arg(long = "allow-protected", value_name = "PATH")]
     pub allow_protected: Vec<String>,
+    /// Inside a container that masks /proc, when no fresh procfs can be made for the sandbox,
+    /// bind the container's own /proc read-only instead of failing (weaker: the sandbox then
+    /// sees the container's processes and their command lines).
+    #[arg(long)]
+    pub allow_host_proc: bool,
     /// Mount a private tmpfs: DST or DST:SIZE (repeatable).
     #[arg(long = "tmpfs", value_name = "DST[:SIZE]")]
     pub tmpfs: Vec<String>,

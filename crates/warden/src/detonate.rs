@@ -102,6 +102,7 @@ fn detonate(args: &DetonateArgs) -> Result<Gate> {
         install_budget: duration(&args.install_timeout, "--install-timeout")?,
         rules: args.rules.clone(),
         adversarial: !args.no_payloads,
+        allow_host_proc: args.allow_host_proc,
         progress: std::io::stderr().is_terminal(),
     };
     let jail = warden_jail::Jail::current_exe()?;
@@ -123,18 +124,26 @@ fn detonate(args: &DetonateArgs) -> Result<Gate> {
             }
         }
     }
+    let gate = args.fail_on.as_deref().and_then(severity);
+    let tripped = gate.is_some_and(|g| report.findings.iter().any(|f| f.severity >= g));
     if let Some(why) = &report.why {
         // Said on stderr too: a report written to a file or piped away must not hide it.
         eprintln!(
-            "warden detonate: INCONCLUSIVE ({}): {}",
+            "warden detonate: {} ({}): {}",
+            if report.verdict == warden_events::Verdict::Inconclusive {
+                "INCONCLUSIVE"
+            } else {
+                "the detonation stopped short"
+            },
             warden_detonate::report::name_of(why.stage),
             why.reason
         );
-        if !args.allow_inconclusive {
+        // An INCONCLUSIVE verdict exits 3 whatever --fail-on says; a serious one observed
+        // before the run stopped trips the gate as any other.
+        let inconclusive = report.verdict == warden_events::Verdict::Inconclusive;
+        if !args.allow_inconclusive && (inconclusive || !tripped) {
             return Ok(Gate::Inconclusive);
         }
     }
-    let gate = args.fail_on.as_deref().and_then(severity);
-    let tripped = gate.is_some_and(|g| report.findings.iter().any(|f| f.severity >= g));
     Ok(if tripped { Gate::Tripped } else { Gate::Passed })
 }

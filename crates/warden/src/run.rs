@@ -97,6 +97,7 @@ fn policy(args: &RunArgs) -> Result<Policy> {
     }
     p.allow_protected
         .extend(args.allow_protected.iter().cloned());
+    p.allow_host_proc |= args.allow_host_proc;
     for t in &args.tmpfs {
         let (target, size_bytes) = match t.split_once(':') {
             Some((d, s)) => (d, size(s, "--tmpfs")?),

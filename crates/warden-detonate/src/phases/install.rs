@@ -30,7 +30,7 @@ pub struct Install {
 
 /// Run the target's install lifecycle, if it has one.
 pub fn install(jail: &Jail, options: &Options, source: &Source) -> Result<Install> {
-    let mut policy = super::base_policy(options.install_budget);
+    let mut policy = super::base_policy(options.install_budget, options);
     let (command, hooks, needs_success) = match source {
         Source::Fetched(f) => {
             let Some(cmd) = &f.install else {

@@ -18,10 +18,11 @@ use crate::Options;
 
 /// The policy every phase starts from: tracing and decoys on, the jail's wall time a backstop
 /// 30 s past `budget` (the phase's own deadline ends it first).
-pub fn base_policy(budget: std::time::Duration) -> Policy {
+pub fn base_policy(budget: std::time::Duration, options: &Options) -> Policy {
     let mut policy = Policy {
         trace: true,
         decoys: true,
+        allow_host_proc: options.allow_host_proc,
         ..Policy::default()
     };
     policy.limits.wall_time_ms = u64::try_from(budget.as_millis())

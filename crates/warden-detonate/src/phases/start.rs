@@ -34,7 +34,7 @@ pub struct Start {
 
 /// Plan the server's start after `install`.
 pub fn start(options: &Options, source: &Source, install: &Install) -> Result<Start> {
-    let mut policy = phases::base_policy(options.budget);
+    let mut policy = phases::base_policy(options.budget, options);
     let mut blocked = install.failure.clone();
     let resolved = match source {
         Source::Fetched(f) => {

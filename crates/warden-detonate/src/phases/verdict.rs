@@ -2,10 +2,12 @@
 //! detonation happened at all.
 //!
 //! Guarantees: a run in which the sandbox, the install, the start-up, `initialize` or
-//! `tools/list` failed, or in which no tool call reached a server that has tools, is
-//! [`Verdict::Inconclusive`] whatever the findings score; the report says at which [`Stage`]
-//! it stopped, why, and what the server last printed. A PASS is only ever said about a server
-//! whose tools were exercised.
+//! `tools/list` failed, in which the server offers no tools, or in which no tool call was
+//! answered with a result, is incomplete: the report says at which [`Stage`] it stopped, why,
+//! and what the server last printed, and its verdict is [`Verdict::Inconclusive`] — unless
+//! what was observed before it stopped already scores HIGH or CRITICAL, which then stands (a
+//! server that steals at start-up and exits is not let off with "inconclusive"). A PASS is only
+//! ever said about a server whose tools ran.
 
 use serde::Serialize;
 use warden_events::{Event, EventKind, Finding, Verdict};
@@ -127,9 +129,13 @@ pub fn happened(
     let exercised = session.exercised > 0 || limit_in_a_call;
     let stopped = stopped.or_else(|| match session.listed {
         None => Some(Inconclusive::new(Stage::ToolsList, aborted.clone())),
-        Some(0) if session.declares_tools => Some(Inconclusive::new(
+        Some(0) => Some(Inconclusive::new(
             Stage::Tools,
-            "the server declares tools but lists none",
+            if session.declares_tools {
+                "the server declares tools but lists none: nothing was exercised"
+            } else {
+                "the server offers no tools: nothing was exercised"
+            },
         )),
         Some(_) if listed > 0 && !exercised => {
             let why = match &session.end {
@@ -137,7 +143,12 @@ pub fn happened(
                     "no tool call was answered: the server exited ({}) at the first",
                     status(*code, *signal)
                 ),
-                _ => format!("no tool call reached the server ({aborted})"),
+                _ => format!(
+                    "no tool call was answered with a result ({} refused, {} timed out; {})",
+                    session.calls.saturating_sub(session.timeouts),
+                    session.timeouts,
+                    aborted
+                ),
             };
             Some(Inconclusive::new(Stage::Tools, why))
         }
@@ -163,11 +174,13 @@ fn status(code: Option<i32>, signal: Option<i32>) -> String {
     }
 }
 
-/// The verdict: the score's band, unless the run did not happen.
+/// The verdict: the score's band, unless the run did not happen — then `INCONCLUSIVE`,
+/// except that a band of HIGH or worse stands on what was observed.
 pub fn verdict(score: u32, inconclusive: Option<&Inconclusive>) -> Verdict {
+    let band = Verdict::from_score(score);
     match inconclusive {
-        Some(_) => Verdict::Inconclusive,
-        None => Verdict::from_score(score),
+        Some(_) if band < Verdict::High => Verdict::Inconclusive,
+        _ => band,
     }
 }
 
@@ -228,12 +241,20 @@ mod tests {
             ..ran()
         };
         assert_eq!(happened(None, &empty, &[]).unwrap().stage, Stage::Tools);
-        // No tools capability and no tools: nothing to exercise, and nothing failed.
+        // Review finding: no tools at all was a PASS about nothing.
         let no_tools = Session {
             declares_tools: false,
             ..empty
         };
-        assert_eq!(happened(None, &no_tools, &[]), None);
+        assert_eq!(happened(None, &no_tools, &[]).unwrap().stage, Stage::Tools);
+        // Review finding: every call refused with a JSON-RPC error was counted as exercised.
+        let refused = Session {
+            calls: 3,
+            exercised: 0,
+            ..ran()
+        };
+        let why = happened(None, &refused, &[]).unwrap();
+        assert!(why.reason.contains("3 refused"), "{}", why.reason);
         let unreached = Session {
             exercised: 0,
             ..ran()
@@ -249,10 +270,13 @@ mod tests {
     }
 
     #[test]
-    fn no_score_hides_an_inconclusive_run() {
+    fn no_low_score_hides_an_inconclusive_run() {
         let why = Inconclusive::new(Stage::Start, "x");
         assert_eq!(verdict(0, Some(&why)), Verdict::Inconclusive);
-        assert_eq!(verdict(95, Some(&why)), Verdict::Inconclusive);
+        assert_eq!(verdict(45, Some(&why)), Verdict::Inconclusive);
+        // What was observed before it stopped stands when it is serious.
+        assert_eq!(verdict(62, Some(&why)), Verdict::High);
+        assert_eq!(verdict(95, Some(&why)), Verdict::Critical);
         assert_eq!(verdict(0, None), Verdict::Pass);
     }
 

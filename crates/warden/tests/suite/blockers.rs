@@ -120,14 +120,16 @@ fn a_masked_proc_gets_a_procfs_of_the_jails_own() {
 }
 
 #[test]
-fn without_cap_sys_admin_the_containers_proc_is_bound_and_said_to_be_weaker() {
+fn without_cap_sys_admin_the_containers_proc_is_refused_unless_allowed_and_said_to_be_weaker() {
     let scratch = tempfile::tempdir_in("/var/tmp").unwrap();
     // In a container with its own user namespace, the runtime's masks are locked: neither the
     // jail nor Warden itself may mount a procfs.
     // A run, then a detonation with an install phase (two sandboxes in one process).
     let script = format!(
-        "{w} run --json -- sh -c 'echo hi > /proc/sys/kernel/core_pattern' > {out}/run.json; \
-         {w} detonate --output json {hook} > {out}/detonate.json",
+        "{w} run -- true 2> {out}/refused.txt; echo $? > {out}/refused.code; \
+         {w} run --allow-host-proc --json -- sh -c 'echo hi > /proc/sys/kernel/core_pattern' \
+           > {out}/run.json; \
+         {w} detonate --allow-host-proc --output json {hook} > {out}/detonate.json",
         w = the_binary(),
         out = scratch.path().display(),
         hook = fixtures().join("mcp/npm-hook").display(),
@@ -144,6 +146,12 @@ fn without_cap_sys_admin_the_containers_proc_is_bound_and_said_to_be_weaker() {
         let text = std::fs::read_to_string(scratch.path().join(name)).unwrap();
         serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}\n{err}"))
     };
+    // Review finding: the weaker view was taken silently by default. Now it must be asked for.
+    let refused = std::fs::read_to_string(scratch.path().join("refused.txt")).unwrap();
+    let code = std::fs::read_to_string(scratch.path().join("refused.code")).unwrap();
+    assert_eq!(code.trim(), "125", "{refused}");
+    assert!(refused.contains("--allow-host-proc"), "{refused}");
+    assert!(refused.contains("--cap-add SYS_ADMIN"), "{refused}");
     let r = read("run.json");
     assert_eq!(r["enforcement"]["proc"], "host_bind", "{r}");
     assert_ne!(r["exit_code"], 0, "/proc/sys stays read-only: {err}");

@@ -63,6 +63,7 @@ in_a_container!(detonate:
 in_a_container!(inconclusive:
     a_server_that_never_ran_is_never_a_pass,
     inconclusive_shows_in_every_output_and_exits_3_whatever_fail_on_says,
+    a_serious_finding_before_a_crash_stands_as_the_verdict,
 );
 
 in_a_container!(runtimes:

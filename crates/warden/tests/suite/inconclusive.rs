@@ -70,7 +70,15 @@ pub fn a_server_that_never_ran_is_never_a_pass() {
     assert_eq!(r["why"]["stage"], "tools");
     assert_eq!(
         r["why"]["reason"],
-        "the server declares tools but lists none"
+        "the server declares tools but lists none: nothing was exercised"
+    );
+    // Review finding: a server that refuses every call with a JSON-RPC error ran no tool.
+    let r = broken("refuse-calls");
+    assert_eq!(r["why"]["stage"], "tools");
+    assert!(
+        r["why"]["reason"].as_str().unwrap().contains("refused"),
+        "{}",
+        r["why"]
     );
     let r = broken("crash-on-call");
     assert_eq!(r["why"]["stage"], "tools");
@@ -109,7 +117,10 @@ pub fn inconclusive_shows_in_every_output_and_exits_3_whatever_fail_on_says() {
     assert_eq!(sarif["runs"][0]["properties"]["verdict"], "INCONCLUSIVE");
     let (code, out, _) = detonate("broken.py crash", &["--output", "html"]);
     assert_eq!(code, 3);
-    assert!(out.contains("<div class=\"banner\" role=\"alert\"><strong>INCONCLUSIVE at start"));
+    assert!(
+        out.contains("<div class=\"banner\" role=\"alert\"><strong>INCONCLUSIVE at start"),
+        "{out}"
+    );
     assert!(
         out.contains("no attribute &#39;Resource&#39;"),
         "escaped stderr"
@@ -182,4 +193,19 @@ fn detonate_command(command: &str) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// Review finding: a server that steals at start-up and exits before `initialize` came out
+/// INCONCLUSIVE, which let its verdict field read as "unknown". What was observed before it
+/// stopped stands when it is HIGH or worse, with `why` beside it; the gate trips on it.
+#[test]
+pub fn a_serious_finding_before_a_crash_stands_as_the_verdict() {
+    let (code, out, err) = detonate("broken.py steal-and-exit", &["--output", "json"]);
+    assert_eq!(code, 3, "stopped short, no --fail-on: {err}");
+    let r: Value = serde_json::from_str(&out).unwrap();
+    assert_valid(&report_schema(), &r);
+    assert_eq!(r["verdict"], "HIGH", "{}", r["findings"]);
+    assert_eq!(r["why"]["stage"], "start");
+    let (code, _, _) = detonate("broken.py steal-and-exit", &["--fail-on", "high"]);
+    assert_eq!(code, 1, "the gate trips on what was observed");
 }

@@ -877,7 +877,9 @@ pub fn parse_errors_are_answered_on_stdio() {
         stdout.read_line(&mut line).unwrap();
         serde_json::from_str::<serde_json::Value>(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
     };
-    stdin.write_all(b"{\"jsonrpc\": \"2.0\", \"id\": 5, \"method\"\n").unwrap();
+    stdin
+        .write_all(b"{\"jsonrpc\": \"2.0\", \"id\": 5, \"method\"\n")
+        .unwrap();
     let v = next();
     assert_eq!(v["error"]["code"], -32700, "{v}");
     assert_eq!(v["id"], serde_json::Value::Null, "{v}");
@@ -894,5 +896,8 @@ pub fn parse_errors_are_answered_on_stdio() {
     let started = std::time::Instant::now();
     let status = child.wait().unwrap();
     assert!(status.success());
-    assert!(started.elapsed() < Duration::from_secs(5), "exits promptly at EOF");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "exits promptly at EOF"
+    );
 }
