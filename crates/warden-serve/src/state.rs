@@ -66,6 +66,8 @@ pub struct Shared {
     pub validators: HashMap<&'static str, jsonschema::Validator>,
     /// The server's private directory.
     state_dir: tempfile::TempDir,
+    /// The `warden` executable (the jail's helper, the validation worker).
+    exe: PathBuf,
     /// The workspace all sessions use when shared.
     shared_workspace: OnceLock<PathBuf>,
     /// Serialises snapshot operations.
@@ -97,10 +99,11 @@ impl Shared {
             config.settings.audit_keep,
         )
         .map_err(io(&audit_path))?;
-        let jail = match helper {
-            Some(h) => Jail::with_helper(h),
-            None => Jail::current_exe().map_err(StartError::Jail)?,
+        let exe = match helper {
+            Some(h) => h,
+            None => std::env::current_exe().map_err(io(Path::new("/proc/self/exe")))?,
         };
+        let jail = Jail::with_helper(exe.clone());
         let specs: Vec<Spec> = config
             .profile
             .tools
@@ -125,11 +128,17 @@ impl Shared {
             specs,
             validators,
             state_dir,
+            exe,
             shared_workspace: OnceLock::new(),
             snapshot_lock: tokio::sync::Mutex::new(()),
             next_session: AtomicU64::new(1),
             next_call: AtomicU64::new(1),
         }))
+    }
+
+    /// The `warden` executable.
+    pub fn exe(&self) -> &Path {
+        &self.exe
     }
 
     /// The server's private directory.

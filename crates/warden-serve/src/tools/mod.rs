@@ -13,6 +13,7 @@ mod files;
 mod info;
 mod snapshot;
 mod validate;
+pub mod validate_worker;
 
 pub use validate::schema_names;
 

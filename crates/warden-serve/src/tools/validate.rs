@@ -2,15 +2,79 @@
 //! schema folder (drafts 2020-12 and 7, chosen by `$schema`; 2020-12 when absent), every error
 //! with its instance path and schema path. Schemas never fetch anything: the validator is built
 //! without a resolver, so a `$ref` to another document is an error, not a download.
+//!
+//! A schema is bounded before anything compiles it (size, nodes, patterns), and compiling and
+//! validating run in a worker process that the call's deadline, a cancellation or the client's
+//! departure stops (see [`super::validate_worker`]).
+
+use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::validate_worker::{self, Answer, Job, MAX_ERRORS};
 use super::{ArgError, Spec, ToolError, parse};
 use crate::state::CallContext;
 
-/// Errors reported per call, at most.
-const MAX_ERRORS: usize = 200;
+/// Largest schema, serialised.
+const MAX_SCHEMA_BYTES: usize = 1 << 20;
+/// Most values (objects, arrays, strings, numbers…) in a schema.
+const MAX_SCHEMA_NODES: usize = 50_000;
+/// Most `pattern`s and `patternProperties` keys in a schema.
+const MAX_SCHEMA_PATTERNS: usize = 1_000;
+/// Longest `pattern`.
+const MAX_PATTERN_CHARS: usize = 10_000;
+
+/// Refuse a schema past the limits, with the limit it passed.
+fn check_schema_size(schema: &Value) -> Result<(), ToolError> {
+    let refuse = |message: String| {
+        Err(ToolError::InvalidArguments(vec![ArgError {
+            instance_path: "/schema".into(),
+            schema_path: String::new(),
+            message,
+        }]))
+    };
+    let bytes = serde_json::to_vec(schema).map_or(usize::MAX, |b| b.len());
+    if bytes > MAX_SCHEMA_BYTES {
+        return refuse(format!(
+            "the schema is {bytes} bytes; at most {MAX_SCHEMA_BYTES} are accepted"
+        ));
+    }
+    let (mut nodes, mut patterns) = (0usize, 0usize);
+    let mut stack = vec![schema];
+    while let Some(v) = stack.pop() {
+        nodes += 1;
+        match v {
+            Value::Object(m) => {
+                if let Some(Value::String(p)) = m.get("pattern") {
+                    patterns += 1;
+                    if p.chars().count() > MAX_PATTERN_CHARS {
+                        return refuse(format!(
+                            "a pattern is longer than {MAX_PATTERN_CHARS} characters"
+                        ));
+                    }
+                }
+                if let Some(Value::Object(pp)) = m.get("patternProperties") {
+                    patterns += pp.len();
+                }
+                stack.extend(m.values());
+            }
+            Value::Array(a) => stack.extend(a),
+            _ => {}
+        }
+    }
+    if nodes > MAX_SCHEMA_NODES {
+        return refuse(format!(
+            "the schema has {nodes} values; at most {MAX_SCHEMA_NODES} are accepted"
+        ));
+    }
+    if patterns > MAX_SCHEMA_PATTERNS {
+        return refuse(format!(
+            "the schema has {patterns} patterns; at most {MAX_SCHEMA_PATTERNS} are accepted"
+        ));
+    }
+    Ok(())
+}
 
 pub(super) fn spec() -> Spec {
     Spec {
@@ -106,45 +170,49 @@ pub(super) async fn validate_json(args: Value, cx: &CallContext) -> Result<Value
             ));
         }
     };
-    let validator = jsonschema::validator_for(&schema).map_err(|e| {
-        ToolError::InvalidArguments(vec![ArgError {
-            instance_path: "/schema".into(),
-            schema_path: String::new(),
-            message: format!("not a valid JSON Schema: {e}"),
-        }])
-    })?;
-    let data = a.data;
-    // Off the async workers: a large document or schema takes real CPU.
-    let (errors, count) = tokio::task::spawn_blocking(move || {
-        let mut errors = Vec::new();
-        let mut count = 0usize;
-        for e in validator.iter_errors(&data) {
-            count += 1;
-            if errors.len() < MAX_ERRORS {
-                let mut message = e.to_string();
-                if message.len() > 1000 {
-                    let mut cut = 1000;
-                    while !message.is_char_boundary(cut) {
-                        cut -= 1;
-                    }
-                    message.truncate(cut);
-                    message.push('…');
-                }
-                errors.push(json!({
-                    "instance_path": e.instance_path().to_string(),
-                    "schema_path": e.schema_path().to_string(),
-                    "message": message,
-                }));
-            }
+    check_schema_size(&schema)?;
+    // The profile's longest call (well inside the server's own deadline for in-server tools),
+    // so the worker is gone before the call (and its concurrency permit) ends.
+    let deadline = Duration::from_secs_f64(cx.shared().config.profile.max_timeout_s);
+    let job = Job {
+        schema,
+        data: a.data,
+        cpu_s: deadline.as_secs().saturating_add(1),
+    };
+    let answer = validate_worker::run(cx.shared().exe(), &job, deadline, &cx.cancel).await?;
+    let (errors, count) = match answer {
+        Answer::Checked { errors, count } => (errors, count),
+        Answer::InvalidSchema(e) => {
+            return Err(ToolError::InvalidArguments(vec![ArgError {
+                instance_path: "/schema".into(),
+                schema_path: String::new(),
+                message: format!("not a valid JSON Schema: {e}"),
+            }]));
         }
-        (errors, count)
-    })
-    .await
-    .map_err(|e| ToolError::Internal(e.to_string()))?;
+    };
     Ok(json!({
         "valid": count == 0,
         "error_count": count,
         "errors": errors,
         "truncated": count > MAX_ERRORS,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schemas_past_the_limits_are_refused_with_the_limit() {
+        let many: Vec<Value> = (0..MAX_SCHEMA_PATTERNS + 1)
+            .map(|i| json!({ "pattern": format!("^a{i}$") }))
+            .collect();
+        let e = check_schema_size(&json!({ "allOf": many })).unwrap_err();
+        assert!(e.to_string().contains("patterns"), "{e}");
+        let long = "a".repeat(MAX_PATTERN_CHARS + 1);
+        assert!(check_schema_size(&json!({ "pattern": long })).is_err());
+        let deep: Vec<Value> = (0..MAX_SCHEMA_NODES).map(|_| json!({})).collect();
+        assert!(check_schema_size(&json!({ "enum": deep })).is_err());
+        assert!(check_schema_size(&json!({ "type": "string", "pattern": "^a+$" })).is_ok());
+    }
 }

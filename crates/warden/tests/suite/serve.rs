@@ -901,3 +901,124 @@ pub fn parse_errors_are_answered_on_stdio() {
         "exits promptly at EOF"
     );
 }
+
+/// A schema whose evaluation explodes: `anyOf` of two references, `depth` levels deep, that
+/// every value fails (2^depth evaluations).
+fn exploding_schema(depth: usize) -> serde_json::Value {
+    let mut defs = serde_json::Map::new();
+    for i in 0..depth {
+        let next = format!("#/$defs/d{}", i + 1);
+        defs.insert(
+            format!("d{i}"),
+            serde_json::json!({ "anyOf": [{ "$ref": next }, { "$ref": next }] }),
+        );
+    }
+    defs.insert(format!("d{depth}"), serde_json::json!({ "type": "string" }));
+    serde_json::json!({ "$defs": defs, "$ref": "#/$defs/d0" })
+}
+
+/// Regression: validation outlived its deadline on a blocking thread (with the concurrency
+/// permit released), and compiling ran on the async workers. Now it runs in a worker process
+/// that the deadline, a cancellation and the client's departure stop, and the permit is held
+/// until it is gone.
+#[test]
+pub fn validation_stops_at_its_deadline_on_cancel_and_at_eof() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(
+        &cfg,
+        "max_concurrent_calls = 1\n[profiles.code]\ndefault_timeout_s = 1\nmax_timeout_s = 2\n",
+    )
+    .unwrap();
+    let workers = || host_processes_with("__warden-validate-json");
+    let slow = serde_json::json!({
+        "name": "validate_json",
+        "arguments": { "data": 1, "schema": exploding_schema(40) }
+    })
+    .to_string();
+    let (mut child, mut stdin, mut stdout) = stdio_session(&["--config", cfg.to_str().unwrap()]);
+    // The deadline.
+    let started = std::time::Instant::now();
+    let v = tool_result(&request(&mut stdin, &mut stdout, 2, "tools/call", &slow));
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("longer than 2 s"),
+        "{v}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(6),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        workers().is_empty(),
+        "a worker outlived its call: {:?}",
+        workers()
+    );
+    // A cancellation: the worker goes, and the single permit is free for the next call.
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{slow}}}"#
+    )
+    .unwrap();
+    assert!(
+        eventually(5, || !workers().is_empty()),
+        "the worker started"
+    );
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":3}}}}"#
+    )
+    .unwrap();
+    assert!(eventually(2, || workers().is_empty()), "{:?}", workers());
+    let started = std::time::Instant::now();
+    let v = tool_result(&request(
+        &mut stdin,
+        &mut stdout,
+        4,
+        "tools/call",
+        r#"{"name":"run_command","arguments":{"command":"echo next"}}"#,
+    ));
+    assert_eq!(v["stdout"], "next\n", "{v}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "the permit was held"
+    );
+    // Schemas past the limits are refused before anything compiles them.
+    let many: Vec<serde_json::Value> = (0..1001)
+        .map(|i| serde_json::json!({ "pattern": format!("^a{i}$") }))
+        .collect();
+    let big = serde_json::json!({
+        "name": "validate_json",
+        "arguments": { "data": "a", "schema": { "allOf": many } }
+    });
+    let v = tool_result(&request(
+        &mut stdin,
+        &mut stdout,
+        5,
+        "tools/call",
+        &big.to_string(),
+    ));
+    assert_eq!(v["error"]["kind"], "invalid_arguments", "{v}");
+    // End of input while a validation runs: the server and its worker are gone promptly.
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{slow}}}"#
+    )
+    .unwrap();
+    assert!(
+        eventually(5, || !workers().is_empty()),
+        "the worker started"
+    );
+    drop(stdin);
+    let started = std::time::Instant::now();
+    child.wait().unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(eventually(2, || workers().is_empty()), "{:?}", workers());
+}
