@@ -92,7 +92,7 @@ pub struct ProfileFile {
 }
 
 /// HTTP settings.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HttpFile {
     /// Bearer token clients must send; required to listen on a non-loopback address.
@@ -100,6 +100,24 @@ pub struct HttpFile {
     /// Browser origins allowed to call the server (scheme://host[:port]); any other Origin
     /// header gets 403. Requests without an Origin header (non-browser clients) are allowed.
     pub allowed_origins: Vec<String>,
+    /// Sessions open at once; a new one past this gets 503 (with `Retry-After`).
+    pub max_sessions: usize,
+    /// New sessions one client address may open per minute; past this, 429.
+    pub sessions_per_minute: u32,
+    /// A session idle this long (seconds) is closed, its workspace with it.
+    pub idle_timeout_s: u64,
+}
+
+impl Default for HttpFile {
+    fn default() -> Self {
+        HttpFile {
+            bearer_token: None,
+            allowed_origins: Vec::new(),
+            max_sessions: 64,
+            sessions_per_minute: 60,
+            idle_timeout_s: 300,
+        }
+    }
 }
 
 /// The file, raw.

@@ -4,7 +4,9 @@
 //! - `Origin` is always validated: only the server's own loopback origins and the configured
 //!   ones pass, so a web page elsewhere cannot drive the server through the user's browser (DNS
 //!   rebinding); requests without `Origin` (non-browser clients) pass. rmcp also checks `Host`
-//!   against loopback names.
+//!   against loopback names;
+//! - new sessions are admitted by [`crate::admission`] (a cap on open sessions, a rate per
+//!   client), and idle ones close after `idle_timeout_s`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -18,6 +20,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 
 use crate::ServeError;
+use crate::admission::Admission;
 use crate::config::Config;
 use crate::server::WardenServer;
 use crate::state::Shared;
@@ -84,16 +87,31 @@ pub(crate) async fn serve(config: Config, opts: HttpOptions) -> Result<(), Serve
     }
     let shared = Shared::new(config, opts.helper)?;
     let audit_owner = shared.clone();
+    let http = shared.config.settings.http.clone();
+    let mut sessions = LocalSessionManager::default();
+    sessions.session_config.keep_alive =
+        Some(std::time::Duration::from_secs(http.idle_timeout_s.max(1)));
+    let sessions = Arc::new(sessions);
+    let admission = Arc::new(Admission::new(
+        sessions.clone(),
+        http.max_sessions.max(1),
+        http.sessions_per_minute.max(1),
+    ));
     let service = StreamableHttpService::new(
         // HTTP sessions end through rmcp, which cancels their calls itself.
         move || {
             let closed = tokio_util::sync::CancellationToken::new();
             Ok(WardenServer::new(shared.clone(), closed))
         },
-        Arc::new(LocalSessionManager::default()),
+        sessions,
         http_config,
     );
-    let mut app = axum::Router::new().nest_service("/mcp", service);
+    let mut app =
+        axum::Router::new()
+            .nest_service("/mcp", service)
+            .layer(axum::middleware::from_fn(move |req, next| {
+                admission.clone().check(req, next)
+            }));
     if let Some(t) = token {
         let t = Arc::new(t);
         app = app.layer(axum::middleware::from_fn(move |req, next| {
@@ -105,15 +123,18 @@ pub(crate) async fn serve(config: Config, opts: HttpOptions) -> Result<(), Serve
         .map_err(|source| ServeError::Http { addr, source })?;
     tracing::info!(%addr, "serving MCP over HTTP at /mcp");
     let shutdown = opts.shutdown.clone();
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                () = shutdown.cancelled() => {}
-            }
-        })
-        .await
-        .map_err(|source| ServeError::Http { addr, source })?;
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(async move {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            () = shutdown.cancelled() => {}
+        }
+    })
+    .await
+    .map_err(|source| ServeError::Http { addr, source })?;
     audit_owner.audit.close();
     Ok(())
 }

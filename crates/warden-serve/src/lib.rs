@@ -8,6 +8,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod admission;
 pub mod audit;
 pub mod config;
 mod http;

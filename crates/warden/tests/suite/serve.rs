@@ -1022,3 +1022,37 @@ pub fn validation_stops_at_its_deadline_on_cancel_and_at_eof() {
     );
     assert!(eventually(2, || workers().is_empty()), "{:?}", workers());
 }
+
+/// Regression: 3,000 `initialize` requests made 3,000 sessions (33 MB → 183 MB), kept 300 s.
+/// Now sessions are capped (503 with Retry-After), each client address has a rate of new ones
+/// (429), and idle sessions close after `idle_timeout_s`.
+#[test]
+pub fn http_sessions_are_capped_rate_limited_and_expire() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(
+        &cfg,
+        "[http]\nmax_sessions = 3\nsessions_per_minute = 100\nidle_timeout_s = 2\n",
+    )
+    .unwrap();
+    let (_server, port) = http_server(&["--config", cfg.to_str().unwrap()]);
+    for i in 0..3 {
+        assert_eq!(raw_post(port, &[]), 200, "session {i}");
+    }
+    assert_eq!(raw_post(port, &[]), 503, "past max_sessions");
+    // Idle sessions close; then there is room again.
+    assert!(
+        eventually(10, || raw_post(port, &[]) == 200),
+        "idle sessions never closed"
+    );
+    let cfg2 = dir.path().join("c2.toml");
+    std::fs::write(
+        &cfg2,
+        "[http]\nmax_sessions = 100\nsessions_per_minute = 2\n",
+    )
+    .unwrap();
+    let (_server2, port2) = http_server(&["--config", cfg2.to_str().unwrap()]);
+    assert_eq!(raw_post(port2, &[]), 200);
+    assert_eq!(raw_post(port2, &[]), 200);
+    assert_eq!(raw_post(port2, &[]), 429, "past the client's rate");
+}
