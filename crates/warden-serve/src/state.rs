@@ -68,6 +68,9 @@ pub struct Shared {
     state_dir: tempfile::TempDir,
     /// The `warden` executable (the jail's helper, the validation worker).
     exe: PathBuf,
+    /// Validation workers running at once: all cores but one, so a flood of expensive
+    /// validations cannot starve the other calls.
+    pub validation_slots: Semaphore,
     /// The workspace all sessions use when shared.
     shared_workspace: OnceLock<PathBuf>,
     /// Serialises snapshot operations.
@@ -129,6 +132,12 @@ impl Shared {
             validators,
             state_dir,
             exe,
+            validation_slots: Semaphore::new(
+                std::thread::available_parallelism()
+                    .map_or(1, std::num::NonZeroUsize::get)
+                    .saturating_sub(1)
+                    .max(1),
+            ),
             shared_workspace: OnceLock::new(),
             snapshot_lock: tokio::sync::Mutex::new(()),
             next_session: AtomicU64::new(1),

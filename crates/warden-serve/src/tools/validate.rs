@@ -179,7 +179,22 @@ pub(super) async fn validate_json(args: Value, cx: &CallContext) -> Result<Value
         data: a.data,
         cpu_s: deadline.as_secs().saturating_add(1),
     };
-    let answer = validate_worker::run(cx.shared().exe(), &job, deadline, &cx.cancel).await?;
+    // Waiting for a slot counts against the same deadline.
+    let started = tokio::time::Instant::now();
+    let _slot = tokio::select! {
+        slot = cx.shared().validation_slots.acquire() => {
+            slot.map_err(|e| ToolError::Internal(e.to_string()))?
+        }
+        () = cx.cancel.cancelled() => return Err(ToolError::Cancelled),
+        () = tokio::time::sleep(deadline) => {
+            return Err(ToolError::Unavailable(format!(
+                "no validation slot within {} s (others are validating)",
+                deadline.as_secs()
+            )));
+        }
+    };
+    let left = deadline.saturating_sub(started.elapsed());
+    let answer = validate_worker::run(cx.shared().exe(), &job, left, &cx.cancel).await?;
     let (errors, count) = match answer {
         Answer::Checked { errors, count } => (errors, count),
         Answer::InvalidSchema(e) => {
