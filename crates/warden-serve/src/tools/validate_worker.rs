@@ -167,8 +167,8 @@ pub(super) async fn run(
             ToolError::Cancelled
         } else {
             ToolError::Unavailable(format!(
-                "validation took longer than {} s and was stopped",
-                deadline.as_secs()
+                "validation took longer than {:.0} s and was stopped",
+                deadline.as_secs_f64()
             ))
         });
     };
