@@ -150,6 +150,9 @@ pub struct ConfigFile {
     pub schemas_dir: Option<PathBuf>,
     /// Total size of a workspace's snapshot store.
     pub snapshots_max_bytes: u64,
+    /// Size of a session's own workspace (a tmpfs of this size: its disk quota). Workspaces
+    /// under `workspace_root` or shared have none.
+    pub workspace_max_bytes: u64,
     /// HTTP settings.
     pub http: HttpFile,
     /// Named profiles (override or extend the built-in ones).
@@ -169,7 +172,8 @@ impl Default for ConfigFile {
             audit_max_bytes: 10 << 20,
             audit_keep: 3,
             schemas_dir: None,
-            snapshots_max_bytes: 1 << 30,
+            snapshots_max_bytes: 512 << 20,
+            workspace_max_bytes: 512 << 20,
             http: HttpFile::default(),
             profiles: BTreeMap::new(),
         }

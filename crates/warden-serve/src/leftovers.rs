@@ -32,6 +32,7 @@ pub(crate) fn unregister(path: &Path) {
 pub fn remove_all() {
     let mut paths = live();
     while let Some(p) = paths.pop() {
+        crate::quota::release(&p);
         let _ = std::fs::remove_dir_all(&p);
     }
 }

@@ -14,6 +14,7 @@ pub mod config;
 mod http;
 pub mod leftovers;
 pub mod metrics;
+mod quota;
 pub mod server;
 pub mod snapshots;
 pub mod state;

@@ -43,13 +43,14 @@ impl Metrics {
             }
             s.durations_ms.push_back(duration_ms);
         }
-        const KINDS: [&str; 6] = [
+        const KINDS: [&str; 7] = [
             "memory",
             "pids",
             "wall_time",
             "cpu_time",
             "output",
             "file_size",
+            "disk",
         ];
         let limit_hit = limit_hit.filter(|k| KINDS.contains(k));
         if let (Some(kind), Ok(mut limits)) = (limit_hit, self.limits.lock()) {

@@ -219,6 +219,11 @@ impl Session {
                 private_dir(&root)
                     .and_then(|()| std::fs::create_dir_all(&path))
                     .map(|()| {
+                        // A session's own workspace in the server's private folder has a disk
+                        // quota (the operator's lasting ones are plain folders).
+                        if !shared.config.settings.lasting_workspaces() {
+                            crate::quota::limit(&path, shared.config.settings.workspace_max_bytes);
+                        }
                         // A session's own workspace goes with it, also on a signal.
                         if !shared.config.settings.shared_workspace {
                             crate::leftovers::register(&path);
@@ -258,6 +263,7 @@ impl Drop for Session {
         if !self.shared.config.settings.shared_workspace
             && let Some(Ok(path)) = self.workspace.get()
         {
+            crate::quota::release(path);
             let _ = std::fs::remove_dir_all(path);
             crate::leftovers::unregister(path);
             if let Some(name) = path.file_name() {

@@ -187,6 +187,16 @@ fn timeout(cx: &CallContext, asked: Option<f64>) -> f64 {
     asked.unwrap_or(p.default_timeout_s).min(p.max_timeout_s)
 }
 
+/// A run that left its workspace full hit the disk quota (when no other limit ended it).
+fn disk_limit(cx: &CallContext, result: &mut Value) {
+    if result["limit_hit"].is_null()
+        && let Some(ws) = cx.session.existing_workspace()
+        && crate::quota::full(&ws)
+    {
+        result["limit_hit"] = json!("disk");
+    }
+}
+
 fn result_json(o: &Outcome, stdout: String, stderr: String) -> Value {
     json!({
         "stdout": stdout,
@@ -239,7 +249,9 @@ pub(super) async fn run_command(args: Value, cx: &CallContext) -> Result<Value, 
         String::from_utf8_lossy(&o.stdout).into_owned(),
         String::from_utf8_lossy(&o.stderr).into_owned(),
     );
-    Ok(result_json(&o, out, err))
+    let mut result = result_json(&o, out, err);
+    disk_limit(cx, &mut result);
+    Ok(result)
 }
 
 pub(super) async fn run_python(args: Value, cx: &CallContext) -> Result<Value, ToolError> {
@@ -327,6 +339,7 @@ pub(super) async fn run_python(args: Value, cx: &CallContext) -> Result<Value, T
         }
     }
     let mut out = result_json(&o, String::from_utf8_lossy(&o.stdout).into_owned(), stderr);
+    disk_limit(cx, &mut out);
     if let Some(obj) = out.as_object_mut() {
         obj.extend(extra);
     }

@@ -39,6 +39,9 @@ pub enum PathError {
     /// The operator's extension allowlist does not include it.
     #[error("{0:?} has an extension the server does not allow")]
     Extension(String),
+    /// The session's workspace is full (its disk quota).
+    #[error("{0:?}: the session's workspace is full (its disk quota, workspace_max_bytes)")]
+    DiskFull(String),
     /// The path runs code later outside the sandbox (git hooks, `.mcp.json`…) and is read-only.
     #[error(
         "{0:?} is a protected path (it would run code outside the sandbox later); the server's allow_protected setting can open it"
@@ -69,6 +72,7 @@ impl PathError {
             PathError::Extension(_) => "extension_not_allowed",
             PathError::NotText(_) => "not_text",
             PathError::Protected(_) => "protected_path",
+            PathError::DiskFull(_) => "disk_full",
             PathError::Io { .. } => "io_error",
         }
     }
@@ -83,6 +87,7 @@ impl PathError {
             ErrorKind::PermissionDenied if e.to_string().contains("outside") => {
                 PathError::Escapes(path.to_owned())
             }
+            _ if e.raw_os_error() == Some(libc::ENOSPC) => PathError::DiskFull(path.to_owned()),
             _ if e.raw_os_error() == Some(libc_eloop())
                 || e.raw_os_error() == Some(libc_exdev()) =>
             {

@@ -254,7 +254,7 @@ pub(crate) fn run_output_schema(extra: Value) -> Value {
         "stderr_truncated": { "type": "boolean" },
         "limit_hit": {
             "type": ["string", "null"],
-            "enum": ["memory", "pids", "wall_time", "cpu_time", "output", "file_size", null]
+            "enum": ["memory", "pids", "wall_time", "cpu_time", "output", "file_size", "disk", null]
         }
     });
     if let (Some(p), Some(e)) = (props.as_object_mut(), extra.as_object()) {

@@ -1056,3 +1056,41 @@ pub fn http_sessions_are_capped_rate_limited_and_expire() {
     assert_eq!(raw_post(port2, &[]), 200);
     assert_eq!(raw_post(port2, &[]), 429, "past the client's rate");
 }
+
+/// Regression: a session's workspace had no quota (400 MiB written by a command, as much
+/// again in snapshots). Now it is a tmpfs of `workspace_max_bytes`: a command that fills it
+/// reports `limit_hit: "disk"`, a file write gets `disk_full`, the host's disk is untouched.
+#[test]
+pub fn a_sessions_workspace_has_a_disk_quota() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(
+        &cfg,
+        "workspace_max_bytes = 4194304\nsnapshots_max_bytes = 4194304\n",
+    )
+    .unwrap();
+    let (mut child, mut stdin, mut stdout) = stdio_session(&["--config", cfg.to_str().unwrap()]);
+    let mut id = 1;
+    let mut call = |args: &str| {
+        id += 1;
+        tool_result(&request(&mut stdin, &mut stdout, id, "tools/call", args))
+    };
+    let v = call(
+        r#"{"name":"run_command","arguments":{"command":"head -c 8000000 /dev/zero > big; du -k big"}}"#,
+    );
+    assert_eq!(v["limit_hit"], "disk", "{v}");
+    assert!(
+        v["stderr"].as_str().unwrap_or("").contains("No space left"),
+        "{v}"
+    );
+    let v = call(r#"{"name":"file_write","arguments":{"path":"more.txt","content":"x"}}"#);
+    assert_eq!(v["error"]["kind"], "disk_full", "{v}");
+    let v = call(r#"{"name":"file_delete","arguments":{"path":"big"}}"#);
+    assert_eq!(v["deleted"], true, "{v}");
+    let v =
+        call(r#"{"name":"run_command","arguments":{"command":"echo fine > small && cat small"}}"#);
+    assert_eq!(v["stdout"], "fine\n", "room again: {v}");
+    assert!(v["limit_hit"].is_null(), "{v}");
+    drop(stdin);
+    child.wait().unwrap();
+}
