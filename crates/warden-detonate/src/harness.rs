@@ -486,6 +486,7 @@ async fn session(
                 "poisoning": (!poisoning.is_empty()).then_some(poisoning),
                 "shadowing": shadowing,
                 "destructive": destructive,
+                "long_description": metadata::long_text(t),
             }),
         );
     }

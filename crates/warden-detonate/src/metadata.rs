@@ -119,15 +119,23 @@ pub fn shadowing(text: &str, own: &[&str]) -> Option<String> {
 }
 
 /// The markers of a tool's, prompt's or resource's metadata (`shadowing` among them when it
-/// shadows, with the reason), given the server's own tool names.
+/// shadows, with the reason), given the server's own tool names. Length is not among them:
+/// a long description alone is no sign of poisoning (see [`long_text`]).
 pub fn markers(item: &Value, own: &[&str]) -> (Vec<String>, Option<String>) {
     let text = texts(item);
     let mut found = poisoning(&text);
+    found.retain(|m| m != "implausible_length");
     let shadowing = shadowing(&text, own);
     if shadowing.is_some() {
         found.push("shadowing".into());
     }
     (found, shadowing)
+}
+
+/// The length of an item's metadata, when it is implausibly long (a low finding at most).
+pub fn long_text(item: &Value) -> Option<usize> {
+    let n = texts(item).chars().count();
+    (n > MAX_PLAUSIBLE).then_some(n)
 }
 
 /// Markers of hidden or manipulative content in `text`.
@@ -215,7 +223,6 @@ pub fn destructive(name: &str, annotations: Option<&Value>) -> Option<String> {
         "wipe",
         "purge",
         "erase",
-        "format",
         "overwrite",
         "push",
         "exec",
@@ -243,6 +250,19 @@ pub fn destructive(name: &str, annotations: Option<&Value>) -> Option<String> {
     words.push(cur);
     if let Some(w) = words.iter().find(|w| DESTROY.contains(&w.as_str())) {
         return Some(format!("name says {w}"));
+    }
+    // `format` destroys only a disk, volume or file system (`format_date` formats text).
+    const MEDIA: &[&str] = &[
+        "disk",
+        "drive",
+        "volume",
+        "partition",
+        "fs",
+        "filesystem",
+        "device",
+    ];
+    if words.iter().any(|w| w == "format") && words.iter().any(|w| MEDIA.contains(&w.as_str())) {
+        return Some("name says format (a disk or volume)".into());
     }
     words
         .iter()
@@ -272,6 +292,21 @@ mod tests {
         assert!(poisoning("Deprecated: use read_text_file").is_empty());
         assert!(poisoning("Get the current time in a given timezone.").is_empty());
         assert!(poisoning("Read the file at the given path and return its contents.").is_empty());
+    }
+
+    #[test]
+    fn formatting_text_is_not_destroying_a_disk() {
+        assert_eq!(destructive("format_signature", None), None);
+        assert_eq!(destructive("formatDate", None), None);
+        assert!(destructive("format_disk", None).is_some());
+        assert!(destructive("formatVolume", None).is_some());
+        let long = serde_json::json!({ "name": "t", "description": "word ".repeat(2000) });
+        let (markers, _) = super::markers(&long, &["t"]);
+        assert!(
+            markers.is_empty(),
+            "length alone is not poisoning: {markers:?}"
+        );
+        assert!(long_text(&long).is_some());
     }
 
     #[test]

@@ -252,11 +252,11 @@ impl Report {
             out.push_str("no findings\n");
         }
         for f in &self.findings {
-            let tool = f
-                .tool
-                .as_ref()
-                .map(|t| format!(" [{}]", clean(t)))
-                .unwrap_or_default();
+            let tool = match (&f.tool, f.tools.len()) {
+                (Some(t), n) if n > 1 => format!(" [{} and {} more tools]", clean(t), n - 1),
+                (Some(t), _) => format!(" [{}]", clean(t)),
+                (None, _) => String::new(),
+            };
             out.push_str(&format!(
                 "{} {}{}: {}\n",
                 sev(f.severity),
@@ -296,6 +296,7 @@ mod tests {
             message: String::new(),
             recommendation: String::new(),
             tool: None,
+            tools: vec![],
             evidence: vec![],
         }
     }

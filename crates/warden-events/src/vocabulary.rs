@@ -168,9 +168,12 @@ pub struct Finding {
     pub message: String,
     /// What the operator should do about it.
     pub recommendation: String,
-    /// The tool it concerns, if any.
+    /// The tool it concerns, if any (the first, when it concerns several).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool: Option<String>,
+    /// Every tool it concerns, when the same finding came from several.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<String>,
     /// Ids of the events it rests on.
     pub evidence: Vec<u64>,
 }

@@ -215,10 +215,35 @@ pub fn evaluate(
                 message: render(&r.rule.message, first),
                 recommendation: r.rule.recommendation.clone(),
                 tool,
+                tools: Vec::new(),
                 evidence: list.iter().take(MAX_EVIDENCE).map(|e| e.id).collect(),
             });
         }
     }
+    let mut findings = group_across_tools(findings);
     findings.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.rule.cmp(&b.rule)));
     findings
+}
+
+/// The same finding (rule and message) from several tools is one finding that lists them: a
+/// server whose ten tools each start `git` has one finding, not ten.
+fn group_across_tools(findings: Vec<Finding>) -> Vec<Finding> {
+    let mut out: Vec<Finding> = Vec::new();
+    for f in findings {
+        let same = out.iter_mut().find(|g| {
+            g.rule == f.rule && g.message == f.message && g.tool.is_some() && f.tool.is_some()
+        });
+        match same {
+            Some(g) => {
+                if g.tools.is_empty() {
+                    g.tools.extend(g.tool.clone());
+                }
+                g.tools.extend(f.tool);
+                let room = MAX_EVIDENCE.saturating_sub(g.evidence.len());
+                g.evidence.extend(f.evidence.into_iter().take(room));
+            }
+            None => out.push(f),
+        }
+    }
+    out
 }

@@ -24,6 +24,26 @@ pub struct RuleError {
 pub const BUILTIN: &[(&str, &str)] = &[
     ("shell-exec.yaml", include_str!("../rules/shell-exec.yaml")),
     (
+        "persistence-write.yaml",
+        include_str!("../rules/persistence-write.yaml"),
+    ),
+    (
+        "home-data-write.yaml",
+        include_str!("../rules/home-data-write.yaml"),
+    ),
+    (
+        "config-read.yaml",
+        include_str!("../rules/config-read.yaml"),
+    ),
+    (
+        "config-read-own-folder.yaml",
+        include_str!("../rules/config-read-own-folder.yaml"),
+    ),
+    (
+        "long-description.yaml",
+        include_str!("../rules/long-description.yaml"),
+    ),
+    (
         "fileless-exec.yaml",
         include_str!("../rules/fileless-exec.yaml"),
     ),

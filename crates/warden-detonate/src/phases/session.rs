@@ -51,27 +51,66 @@ pub fn session(
     };
     let mut events = merge(install, events, &mut session);
     // The server's own folder is its working area: say so on file events there, for the rules;
-    // and files of the runtime installations bound for its program are the runtime's.
+    // files of the runtime installations bound for its program are the runtime's; and what
+    // the package manager itself did while installing is not the package's doing.
     if let Some(src) = &start.resolved.source {
-        let changes = |k: EventKind| {
+        let file = |k: EventKind| {
             matches!(
                 k,
-                EventKind::FileWrite | EventKind::FileDelete | EventKind::FileRename
+                EventKind::FileOpen
+                    | EventKind::FileWrite
+                    | EventKind::FileDelete
+                    | EventKind::FileRename
             )
         };
-        mark(
-            &mut events,
-            &target::mount_point(src),
-            "in_workdir",
-            &changes,
-        );
+        mark(&mut events, &target::mount_point(src), "in_workdir", &file);
     }
     for dir in &start.runtime {
         mark(&mut events, dir, "in_runtime", &|k| {
             k == EventKind::FileOpen
         });
     }
+    mark_installer(&mut events);
     Ok(Observed { session, events })
+}
+
+/// Mark `by_installer` on the install window's events done by the package manager's own
+/// processes: a process whose last exec (as the kernel saw it) is `npm` run by `node` from a
+/// system path, or `pip` from the venv Warden made. Lifecycle scripts and builds run in child
+/// processes of their own and stay the package's; a process that forked without exec is not
+/// known, so not marked.
+fn mark_installer(events: &mut [Event]) {
+    let mut installer: std::collections::HashMap<i32, bool> = std::collections::HashMap::new();
+    let is_package_manager = |d: &serde_json::Value| {
+        let path = d["path"].as_str().unwrap_or("");
+        let arg = |i: usize| d["argv"][i].as_str().unwrap_or("");
+        let base = |p: &str| p.rsplit('/').next().unwrap_or("").to_owned();
+        let system = |p: &str| p.starts_with("/usr/") || p.starts_with("/bin/");
+        let npm = base(path) == "node"
+            && system(path)
+            && system(arg(1))
+            && matches!(base(arg(1)).as_str(), "npm" | "npm-cli.js");
+        let pip = ["/workspace/venv/bin/", "/tmp/.warden-build-venv/bin/"]
+            .iter()
+            .any(|venv| {
+                path.strip_prefix(venv)
+                    .is_some_and(|p| p.starts_with("pip"))
+            });
+        npm || pip
+    };
+    for e in events.iter_mut() {
+        if e.triggered_by.as_deref() != Some("install") {
+            continue;
+        }
+        let Some(pid) = e.pid else { continue };
+        if e.kind == EventKind::ProcessSpawn {
+            installer.insert(pid, is_package_manager(&e.data));
+            continue;
+        }
+        if installer.get(&pid).copied().unwrap_or(false) {
+            e.data["by_installer"] = json!(true);
+        }
+    }
 }
 
 /// Set `key` on the events of the kinds `which` takes whose path (or rename target) lies in
@@ -196,5 +235,62 @@ mod tests {
         assert_eq!(all[4].data["evidence"], "event 4 opened x");
         assert_eq!(all[4].data["call"], 3);
         assert_eq!(s.windows.get("tool_call:3").map(String::as_str), Some("t"));
+    }
+
+    #[test]
+    fn only_the_package_managers_own_doings_are_marked() {
+        let ev = |id: u64, pid: i32, kind: EventKind, data: serde_json::Value| Event {
+            id,
+            t_ms: id,
+            kind,
+            pid: Some(pid),
+            triggered_by: Some("install".into()),
+            data,
+        };
+        let npmrc = json!({ "path": "/home/sandbox/.npmrc" });
+        let mut events = vec![
+            ev(
+                1,
+                5,
+                EventKind::ProcessSpawn,
+                json!({ "path": "/usr/bin/node", "argv": ["node", "/usr/bin/npm", "rebuild"] }),
+            ),
+            ev(2, 5, EventKind::FileOpen, npmrc.clone()),
+            // A lifecycle script: its own process.
+            ev(
+                3,
+                6,
+                EventKind::ProcessSpawn,
+                json!({ "path": "/usr/bin/sh", "argv": ["sh", "-c", "node hook.js"] }),
+            ),
+            ev(4, 6, EventKind::FileOpen, npmrc.clone()),
+            // argv[0] is the program's to choose: "npm" there proves nothing.
+            ev(
+                5,
+                7,
+                EventKind::ProcessSpawn,
+                json!({ "path": "/usr/bin/node", "argv": ["npm", "steal.js"] }),
+            ),
+            ev(6, 7, EventKind::FileOpen, npmrc.clone()),
+            ev(
+                7,
+                8,
+                EventKind::ProcessSpawn,
+                json!({ "path": "/workspace/venv/bin/pip", "argv": ["pip", "install", "x"] }),
+            ),
+            ev(
+                8,
+                8,
+                EventKind::FileWrite,
+                json!({ "path": "/home/sandbox/.cache/pip/x" }),
+            ),
+        ];
+        mark_installer(&mut events);
+        let marked: Vec<u64> = events
+            .iter()
+            .filter(|e| e.data["by_installer"] == true)
+            .map(|e| e.id)
+            .collect();
+        assert_eq!(marked, vec![2, 8]);
     }
 }

@@ -58,6 +58,7 @@ in_a_container!(detonate:
     a_two_mebibyte_tool_name_does_not_stop_the_session,
     one_fixture_per_category,
     a_local_packages_install_hook_runs_in_the_jail_and_is_judged,
+    ordinary_behaviour_is_low_and_repeats_are_grouped,
 );
 
 in_a_container!(inconclusive:

@@ -440,7 +440,7 @@ pub fn one_fixture_per_category() {
 
     let f = findings("violator.py", &[]);
     assert!(has(&f, "sandbox-violation", "high", "tune"), "{f:?}");
-    assert!(has(&f, "write-outside-workdir", "high", "tune"), "{f:?}");
+    assert!(has(&f, "persistence-write", "high", "tune"), "{f:?}");
 
     // Node: the same evidence from a program in another runtime.
     let f = findings("thief.js", &["--no-payloads"]);
@@ -482,4 +482,32 @@ pub fn a_local_packages_install_hook_runs_in_the_jail_and_is_judged() {
     assert_eq!(script["data"]["hook"], "postinstall");
     assert_eq!(script["data"]["command"], "node hook.js");
     assert_eq!(r["verdict"], "HIGH");
+}
+
+/// Precision: a server that configures itself from its `.env`, keeps data in its own folder of
+/// the home and starts `git` from several tools is LOW, with one finding for the three tools
+/// that start git, and `format_date` is not destructive.
+#[test]
+pub fn ordinary_behaviour_is_low_and_repeats_are_grouped() {
+    let (code, out, err) = detonate("ordinary.py", &["--output", "json", "--no-payloads"]);
+    assert_eq!(code, 0, "{err}");
+    let r: Value = serde_json::from_str(&out).unwrap();
+    evidence_exists(&r);
+    assert_eq!(r["verdict"], "LOW", "{}", r["findings"]);
+    let findings = r["findings"].as_array().unwrap();
+    let rule = |id: &str| findings.iter().find(|f| f["rule"] == id);
+    assert!(rule("config-read").is_some(), "{findings:?}");
+    assert!(rule("home-data-write").is_some(), "{findings:?}");
+    let git = rule("process-spawn").expect("git started");
+    let tools = git["tools"].as_array().unwrap();
+    assert_eq!(tools.len(), 3, "{git}");
+    assert_eq!(
+        findings
+            .iter()
+            .filter(|f| f["rule"] == "process-spawn")
+            .count(),
+        1,
+        "grouped: {findings:?}"
+    );
+    assert!(rule("destructive-tool").is_none(), "{findings:?}");
 }
