@@ -21,7 +21,7 @@ servers=(
     "npm:@brave/brave-search-mcp-server@2.1.4|--env BRAVE_API_KEY=placeholder"
     "npm:mcp-server-kubernetes@4.1.7"
     "pypi:mcp-server-time@2026.10.19"
-    "pypi:mcp-server-git@2026.10.19|--mcp-command mcp-server-git --repository /workspace"
+    "pypi:mcp-server-git@2026.10.19"
     "pypi:mcp-server-fetch@2026.10.24"
     "pypi:arxiv-mcp-server@0.8.2"
     "pypi:duckduckgo-mcp-server@0.7.0"
@@ -40,7 +40,7 @@ for entry in "${servers[@]}"; do
         # --mcp-command takes the rest of the line as one argument.
         if [[ ${extra[0]} == --mcp-command ]]; then extra=(--mcp-command "${entry#*|--mcp-command }"); fi
     fi
-    unshare --net "$warden" detonate --allow-inconclusive --output json "${extra[@]}" "$target" \
+    "$warden" detonate --allow-inconclusive --output json "${extra[@]}" "$target" \
         >"$out" 2>/dev/null
     python3 - "$target" "$out" <<'PY'
 import json, sys

@@ -477,6 +477,7 @@ async fn session(
             poisoning.push("control_characters_in_name".into());
         }
         let destructive = metadata::destructive(name, t.get("annotations"));
+        let (poisoning, weak) = metadata::split_weak(poisoning);
         ctx.record(
             EventKind::McpToolList,
             json!({
@@ -484,6 +485,7 @@ async fn session(
                 "description_sha256": sha256(t["description"].as_str().unwrap_or("")),
                 "annotations": t.get("annotations"),
                 "poisoning": (!poisoning.is_empty()).then_some(poisoning),
+                "instructions": (!weak.is_empty()).then_some(weak),
                 "shadowing": shadowing,
                 "destructive": destructive,
                 "long_description": metadata::long_text(t),

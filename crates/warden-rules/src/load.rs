@@ -24,6 +24,10 @@ pub struct RuleError {
 pub const BUILTIN: &[(&str, &str)] = &[
     ("shell-exec.yaml", include_str!("../rules/shell-exec.yaml")),
     (
+        "tool-instructions.yaml",
+        include_str!("../rules/tool-instructions.yaml"),
+    ),
+    (
         "persistence-write.yaml",
         include_str!("../rules/persistence-write.yaml"),
     ),

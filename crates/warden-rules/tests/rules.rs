@@ -192,7 +192,13 @@ fn builtin_rules_on_a_thief() {
         vec![4],
         "loopback is not outbound"
     );
-    assert_eq!(by("write-outside-workdir").unwrap().evidence, vec![8]);
+    // A shell start-up file is persistence: high, in the home's own rule.
+    assert_eq!(by("persistence-write").unwrap().evidence, vec![8]);
+    assert_eq!(by("persistence-write").unwrap().severity, Severity::High);
+    assert!(
+        by("write-outside-workdir").is_none(),
+        "the home has its own rules"
+    );
     assert!(
         by("process-spawn").is_none(),
         "python3 started in the startup window"

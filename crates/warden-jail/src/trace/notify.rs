@@ -64,7 +64,11 @@ pub struct Tracer {
 #[derive(Debug)]
 struct Task {
     mem: Option<std::fs::File>,
+    /// The thread's pid inside the jail.
     inner: Option<i32>,
+    /// Its process's (thread group's) pid inside the jail: what events carry, so the work of a
+    /// runtime's worker threads is attributed to the process that exec'd.
+    process: Option<i32>,
     tgid: i32,
 }
 
@@ -466,13 +470,15 @@ impl Tracer {
         }
         let task = self.tasks.entry(pid).or_insert_with(|| {
             let (inner, tgid) = task_ids(pid);
+            let process = if tgid == pid { inner } else { task_ids(tgid).0 };
             Task {
                 mem: std::fs::File::open(format!("/proc/{pid}/mem")).ok(),
                 inner,
+                process,
                 tgid,
             }
         });
-        let (inner, tgid) = (task.inner, task.tgid);
+        let (inner, process, tgid) = (task.inner, task.process, task.tgid);
         let mem = task.mem.as_ref().and_then(|f| f.try_clone().ok());
         CURRENT.with(|c| *c.borrow_mut() = mem);
         // An exec replaces the process's address space, and an exec from another thread takes
@@ -499,7 +505,7 @@ impl Tracer {
         self.before_continue(kind, &data, pid, tgid, &n);
         // Recorded while the task is still stopped: whatever it does next (and whatever the
         // caller does once it sees that) comes after this event, in its window.
-        self.record(kind, data, inner, tgid, &n);
+        self.record(kind, data, process, tgid, &n);
         let _ = sys::notif_continue(self.listener.as_fd(), n.id);
     }
 
@@ -522,7 +528,7 @@ impl Tracer {
         if n.nr == libc::SYS_exit_group
             && let Some(paths) = self.written.remove(&tgid)
         {
-            let inner = self.tasks.get(&pid).and_then(|t| t.inner);
+            let inner = self.tasks.get(&pid).and_then(|t| t.process);
             self.written_total = self.written_total.saturating_sub(paths.len());
             // The task's root, opened once and checked to still be this task's.
             let root = std::fs::File::open(format!("/proc/{pid}/root")).ok();
