@@ -185,6 +185,58 @@ fn stdio_session(
     (child, stdin, stdout)
 }
 
+/// `warden serve --config FILE` over raw JSON-RPC on stdio, its configuration written by
+/// `toml` (given a scratch folder), and its tools called one request at a time.
+struct Configured {
+    dir: tempfile::TempDir,
+    child: Child,
+    stdin: std::process::ChildStdin,
+    stdout: BufReader<std::process::ChildStdout>,
+    id: u32,
+}
+
+impl Configured {
+    fn start(toml: impl FnOnce(&std::path::Path) -> String) -> Configured {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = dir.path().join("c.toml");
+        std::fs::write(&cfg, toml(dir.path())).unwrap();
+        let (child, stdin, stdout) = stdio_session(&["--config", cfg.to_str().unwrap()]);
+        Configured {
+            dir,
+            child,
+            stdin,
+            stdout,
+            id: 1,
+        }
+    }
+
+    /// `tools/call` with `args` (a JSON object): the result as [`tool_result`] shapes it.
+    fn call(&mut self, args: &str) -> serde_json::Value {
+        self.id += 1;
+        let v = request(
+            &mut self.stdin,
+            &mut self.stdout,
+            self.id,
+            "tools/call",
+            args,
+        );
+        tool_result(&v)
+    }
+
+    /// End of input, and the server gone; its scratch folder is returned for checks.
+    fn close(self) -> tempfile::TempDir {
+        let Configured {
+            dir,
+            mut child,
+            stdin,
+            ..
+        } = self;
+        drop(stdin);
+        child.wait().unwrap();
+        dir
+    }
+}
+
 fn request(
     stdin: &mut impl Write,
     stdout: &mut impl BufRead,
@@ -644,24 +696,15 @@ fn tool_result(v: &serde_json::Value) -> serde_json::Value {
 /// later are read-only to the file tools as to commands; `allow_protected` opens one.
 #[test]
 pub fn lasting_workspaces_keep_their_protected_paths() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("ws");
-    std::fs::create_dir_all(&root).unwrap();
-    let cfg = dir.path().join("c.toml");
-    std::fs::write(
-        &cfg,
+    let mut s = Configured::start(|dir| {
+        let root = dir.join("ws");
+        std::fs::create_dir_all(&root).unwrap();
         format!(
             "workspace_root = '{}'\nshared_workspace = true\nallow_protected = ['.vscode']\n",
             root.display()
-        ),
-    )
-    .unwrap();
-    let (mut child, mut stdin, mut stdout) = stdio_session(&["--config", cfg.to_str().unwrap()]);
-    let mut id = 1;
-    let mut call = |args: &str| {
-        id += 1;
-        tool_result(&request(&mut stdin, &mut stdout, id, "tools/call", args))
-    };
+        )
+    });
+    let mut call = |args: &str| s.call(args);
     let kind = |v: &serde_json::Value| v["error"]["kind"].as_str().unwrap_or("").to_owned();
     for path in [
         ".git/hooks/pre-commit",
@@ -689,9 +732,8 @@ pub fn lasting_workspaces_keep_their_protected_paths() {
     let out = v["stdout"].as_str().unwrap_or("");
     assert!(out.starts_with('2') || out.contains("Read-only"), "{v}");
     assert!(out.contains("vscode-ok"), "{v}");
-    drop(stdin);
-    child.wait().unwrap();
-    let shared = root.join("shared");
+    let dir = s.close();
+    let shared = dir.path().join("ws/shared");
     assert!(
         !shared.join(".mcp.json").exists() && !shared.join(".git").exists(),
         "placeholders gone"
@@ -704,24 +746,15 @@ pub fn lasting_workspaces_keep_their_protected_paths() {
 /// silently. Names now round-trip exactly; special files are listed as skipped.
 #[test]
 pub fn snapshots_keep_names_that_are_not_utf8() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("ws");
-    std::fs::create_dir_all(&root).unwrap();
-    let cfg = dir.path().join("c.toml");
-    std::fs::write(
-        &cfg,
+    let mut s = Configured::start(|dir| {
+        let root = dir.join("ws");
+        std::fs::create_dir_all(&root).unwrap();
         format!(
             "workspace_root = '{}'\nshared_workspace = true\n",
             root.display()
-        ),
-    )
-    .unwrap();
-    let (mut child, mut stdin, mut stdout) = stdio_session(&["--config", cfg.to_str().unwrap()]);
-    let mut id = 1;
-    let mut call = |args: &str| {
-        id += 1;
-        tool_result(&request(&mut stdin, &mut stdout, id, "tools/call", args))
-    };
+        )
+    });
+    let mut call = |args: &str| s.call(args);
     let v = call(
         r#"{"name":"run_command","arguments":{"command":"printf one > \"$(printf 'x\\377')\"; printf two > \"$(printf 'x\\376')\"; ln -s \"$(printf 't\\375')\" link; mkfifo pipe"}}"#,
     );
@@ -744,10 +777,9 @@ pub fn snapshots_keep_names_that_are_not_utf8() {
         r#"{{"name":"snapshot_restore","arguments":{{"id":"{sid}"}}}}"#
     ));
     assert!(r.get("error").is_none(), "{r}");
-    drop(stdin);
-    child.wait().unwrap();
+    let dir = s.close();
     use std::os::unix::ffi::OsStrExt;
-    let ws = root.join("shared");
+    let ws = dir.path().join("ws/shared");
     let name = |b: &[u8]| ws.join(std::ffi::OsStr::from_bytes(b));
     assert_eq!(std::fs::read(name(b"x\xff")).unwrap(), b"one");
     assert_eq!(std::fs::read(name(b"x\xfe")).unwrap(), b"two");
@@ -1062,19 +1094,10 @@ pub fn http_sessions_are_capped_rate_limited_and_expire() {
 /// reports `limit_hit: "disk"`, a file write gets `disk_full`, the host's disk is untouched.
 #[test]
 pub fn a_sessions_workspace_has_a_disk_quota() {
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("c.toml");
-    std::fs::write(
-        &cfg,
-        "workspace_max_bytes = 4194304\nsnapshots_max_bytes = 4194304\n",
-    )
-    .unwrap();
-    let (mut child, mut stdin, mut stdout) = stdio_session(&["--config", cfg.to_str().unwrap()]);
-    let mut id = 1;
-    let mut call = |args: &str| {
-        id += 1;
-        tool_result(&request(&mut stdin, &mut stdout, id, "tools/call", args))
-    };
+    let mut s = Configured::start(|_| {
+        "workspace_max_bytes = 4194304\nsnapshots_max_bytes = 4194304\n".into()
+    });
+    let mut call = |args: &str| s.call(args);
     let v = call(
         r#"{"name":"run_command","arguments":{"command":"head -c 8000000 /dev/zero > big; du -k big"}}"#,
     );
@@ -1091,6 +1114,5 @@ pub fn a_sessions_workspace_has_a_disk_quota() {
         call(r#"{"name":"run_command","arguments":{"command":"echo fine > small && cat small"}}"#);
     assert_eq!(v["stdout"], "fine\n", "room again: {v}");
     assert!(v["limit_hit"].is_null(), "{v}");
-    drop(stdin);
-    child.wait().unwrap();
+    s.close();
 }
