@@ -59,6 +59,11 @@ pub struct Tracer {
     /// The jail's root, opened before the command ran: written files of processes that never
     /// called `exit_group` are scanned through it once the tree is gone.
     root: Option<std::fs::File>,
+    /// The jail's writable mounts (`/tmp`, `/workspace`…), opened with the root: once the
+    /// jail's mount namespace is gone they are no longer beneath the root, but held open they
+    /// still hold what was written there (a server killed at the end of its session staged
+    /// its loot in `/tmp`).
+    mounts: HeldMounts,
 }
 
 #[derive(Debug)]
@@ -366,17 +371,27 @@ pub fn spawn(
     std::thread::Builder::new()
         .name("warden-trace".into())
         .spawn(move || match take_listener(&sock, init) {
-            Ok((listener, root)) => Tracer::new(listener, hub, net, root).run(&stop),
+            Ok((listener, root, mounts)) => {
+                let mut tracer = Tracer::new(listener, hub, net, root);
+                tracer.mounts = mounts;
+                tracer.run(&stop);
+            }
             Err(e) => tracing::debug!(error = %e, "no seccomp listener from the init"),
         })
 }
+
+/// Writable mounts of the jail, by their path inside, held open.
+type HeldMounts = Vec<(String, std::fs::File)>;
+
+/// The jail's own writable mounts, held for the scan of written files after the tree is gone.
+const WRITABLE_MOUNTS: &[&str] = &["/tmp", "/workspace", "/home/sandbox", "/dev/shm"];
 
 /// The init announces its listener's descriptor number; copy the descriptor out of it and
 /// tell it so.
 fn take_listener(
     sock: &OwnedFd,
     init: nix::unistd::Pid,
-) -> Result<(OwnedFd, Option<std::fs::File>), nix::errno::Errno> {
+) -> Result<(OwnedFd, Option<std::fs::File>, HeldMounts), nix::errno::Errno> {
     let mut number = [0u8; 4];
     let n = nix::unistd::read(sock, &mut number)?;
     if n != 4 {
@@ -387,8 +402,15 @@ fn take_listener(
     // The init is still waiting for us, so this is its finished root; held open, it stays
     // readable after the jail's mount namespace is gone.
     let root = std::fs::File::open(format!("/proc/{init}/root")).ok();
+    let mounts = WRITABLE_MOUNTS
+        .iter()
+        .filter_map(|m| {
+            let f = std::fs::File::open(format!("/proc/{init}/root{m}")).ok()?;
+            Some(((*m).to_owned(), f))
+        })
+        .collect();
     nix::unistd::write(sock, b"k")?;
-    Ok((listener, root))
+    Ok((listener, root, mounts))
 }
 
 impl Tracer {
@@ -412,6 +434,7 @@ impl Tracer {
             written_total: 0,
             scanned: 0,
             root,
+            mounts: Vec::new(),
         }
     }
 
@@ -671,6 +694,19 @@ const MAX_WRITTEN_TOTAL: usize = 4096;
 
 impl Tracer {
     /// Scan `paths` (as seen from `root`) for canaries, within the run's scan budget.
+    /// Scan `rel` beneath the held mount `base`, reported as `path`.
+    fn scan_one(&mut self, base: &std::fs::File, rel: &str, path: &str) {
+        let left = MAX_SCAN_TOTAL.saturating_sub(self.scanned);
+        if left == 0 {
+            return;
+        }
+        if let Some(bytes) = read_in_root(base, rel, left.min(MAX_SCAN)) {
+            self.scanned += bytes.len() as u64;
+            let ctx = json!({ "where": "file", "path": path });
+            self.hub.scan(&bytes, None, &ctx);
+        }
+    }
+
     fn scan_files(&mut self, root: &std::fs::File, paths: &[String], pid: Option<i32>) {
         for path in paths {
             let left = MAX_SCAN_TOTAL.saturating_sub(self.scanned);
@@ -695,7 +731,24 @@ impl Tracer {
             .into_values()
             .flatten()
             .collect();
-        self.scan_files(&root, &left, None);
+        // A path in one of the writable mounts is read through that mount (the deepest).
+        let mounts = std::mem::take(&mut self.mounts);
+        for path in left {
+            let held = mounts
+                .iter()
+                .filter(|(m, _)| {
+                    path.strip_prefix(m.as_str())
+                        .is_some_and(|r| r.starts_with('/'))
+                })
+                .max_by_key(|(m, _)| m.len());
+            match held {
+                Some((m, f)) => {
+                    let rest = path[m.len()..].to_owned();
+                    self.scan_one(f, &rest, &path);
+                }
+                None => self.scan_files(&root, std::slice::from_ref(&path), None),
+            }
+        }
     }
 }
 

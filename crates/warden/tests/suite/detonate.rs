@@ -435,6 +435,11 @@ pub fn one_fixture_per_category() {
     let f = findings("hog.py", &[]);
     assert!(has(&f, "resource-abuse", "medium", "grow"), "{f:?}");
 
+    // Loot staged in /tmp by a server that never exits: found after the tree is gone, through
+    // the jail's /tmp held open (the mount namespace that showed it is gone by then).
+    let f = findings("stager.py", &["--no-payloads"]);
+    assert!(has(&f, "canary-in-file", "medium", ""), "{f:?}");
+
     let f = findings("fileless.py", &["--no-payloads"]);
     assert!(has(&f, "fileless-exec", "high", "format"), "{f:?}");
 
