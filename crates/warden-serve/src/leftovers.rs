@@ -27,6 +27,47 @@ pub(crate) fn unregister(path: &Path) {
     live().retain(|p| p != path);
 }
 
+/// What a server killed with SIGKILL left under `tmp`: state folders named after an owner
+/// whose pid is gone, untouched for a minute (a pid another pid namespace shows is not judged
+/// by this one's `/proc` alone), with the session workspaces mounted in them unmounted first.
+pub(crate) fn sweep_dead(tmp: &Path) {
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("warden-serve-"))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let idle = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > std::time::Duration::from_secs(60));
+        if !idle || pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        let dir = e.path();
+        let mut mounted: Vec<&str> = mountinfo
+            .lines()
+            .filter_map(|l| l.split(' ').nth(4))
+            .filter(|m| Path::new(m).starts_with(&dir))
+            .collect();
+        mounted.sort_by_key(|m| std::cmp::Reverse(m.len()));
+        for m in mounted {
+            crate::quota::release(Path::new(m));
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
 /// Remove everything registered (newest first). For the signal handler, just before exiting;
 /// the lock is held throughout, so nothing is registered in between.
 pub fn remove_all() {

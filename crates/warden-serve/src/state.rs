@@ -86,8 +86,11 @@ impl Shared {
             let path = path.to_owned();
             move |source| StartError::Io { path, source }
         };
+        // What servers killed with SIGKILL left; this one's folder is named after its pid so a
+        // later server can tell.
+        crate::leftovers::sweep_dead(&std::env::temp_dir());
         let state_dir = tempfile::Builder::new()
-            .prefix("warden-serve-")
+            .prefix(&format!("warden-serve-{}-", std::process::id()))
             .tempdir()
             .map_err(io(&std::env::temp_dir()))?;
         crate::leftovers::register(state_dir.path());

@@ -1116,3 +1116,73 @@ pub fn a_sessions_workspace_has_a_disk_quota() {
     assert!(v["limit_hit"].is_null(), "{v}");
     s.close();
 }
+
+/// A server killed with SIGKILL cannot clean up: its state folder (named after its pid) and
+/// the tmpfs on its session's workspace stay. The next server sweeps them, once they have been
+/// idle a minute and their owner is gone.
+#[test]
+pub fn what_a_killed_server_left_is_swept_by_the_next() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spawn = || {
+        Command::new(warden_bin())
+            .arg("serve")
+            .env("TMPDIR", tmp.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let mut child = spawn();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{}},"clientInfo":{{"name":"t","version":"1"}}}}}}"#).unwrap();
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+    )
+    .unwrap();
+    let v = request(
+        &mut stdin,
+        &mut stdout,
+        2,
+        "tools/call",
+        r#"{"name":"run_command","arguments":{"command":"echo x > note"}}"#,
+    );
+    assert_eq!(tool_result(&v)["exit_code"], 0, "{v}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let left: Vec<std::path::PathBuf> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(left.len(), 1, "{left:?}");
+    let mounted = || {
+        std::fs::read_to_string("/proc/self/mountinfo")
+            .unwrap()
+            .lines()
+            .filter(|l| l.contains(tmp.path().to_str().unwrap()))
+            .count()
+    };
+    assert_eq!(mounted(), 1, "the workspace's tmpfs is left");
+    // Idle for over a minute, as far as the sweep can tell.
+    let st = Command::new("touch")
+        .args(["-d", "2 minutes ago"])
+        .arg(&left[0])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let mut next = spawn();
+    let mut stdin = next.stdin.take().unwrap();
+    let mut stdout = BufReader::new(next.stdout.take().unwrap());
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{}},"clientInfo":{{"name":"t","version":"1"}}}}}}"#).unwrap();
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert!(!left[0].exists(), "swept");
+    assert_eq!(mounted(), 0, "unmounted");
+    drop(stdin);
+    next.wait().unwrap();
+}
