@@ -1,7 +1,7 @@
 //! The same tests where users run Warden: inside a container whose runtime masked `/proc`
 //! (simulated by `fixtures/containers/masked-proc.sh` with `unshare` and bind mounts: no
 //! Docker here). Every `warden` these tests start runs there; the escape battery, the
-//! detection tests, the limits, tracing, `warden run`, `warden serve` and `detonate` must
+//! detection tests (fixtures, local projects, the real public servers), the limits, tracing, `warden run`, `warden serve` and `detonate` must
 //! pass as they do on the bare machine. (Oracle tests that start no `warden` are left out.)
 
 use super::common::in_a_container;
@@ -59,6 +59,24 @@ in_a_container!(detonate:
     one_fixture_per_category,
     a_local_packages_install_hook_runs_in_the_jail_and_is_judged,
     ordinary_behaviour_is_low_and_repeats_are_grouped,
+);
+
+in_a_container!(projects:
+    a_local_python_projects_build_runs_in_the_jail_and_is_judged,
+    github_clones_are_installed_as_projects,
+);
+
+in_a_container!(real_servers:
+    mcp_server_time_passes,
+    mcp_server_git_is_judged_by_its_destructive_tools_only,
+    mcp_server_fetch_is_an_ssrf_surface_of_medium_severity,
+    server_everything_leaks_its_environment_and_fetches_urls,
+    server_filesystem_and_memory_raise_only_their_destructive_tools,
+    registry_targets_are_fetched_then_installed_inside_the_jail,
+    an_sdist_is_fetched_and_built_inside_the_jail_through_the_index_allowlist,
+    a_failed_install_still_gets_a_report_and_is_never_a_pass,
+    // (an_interrupted_detonation_leaves_no_folder_and_no_process_behind signals the warden
+    // process, which here is the container's `unshare`: it is not repeated.)
 );
 
 in_a_container!(inconclusive:

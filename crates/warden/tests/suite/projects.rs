@@ -42,7 +42,7 @@ fn expect_build_hook_findings(r: &Value, hook: &str) {
 }
 
 #[test]
-fn a_local_python_projects_build_runs_in_the_jail_and_is_judged() {
+pub fn a_local_python_projects_build_runs_in_the_jail_and_is_judged() {
     let folder = fixtures().join("mcp/py-build-hook");
     let before = std::fs::read_dir(&folder).unwrap().count();
     let r = json_of(
@@ -122,7 +122,7 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
 }
 
 #[test]
-fn github_clones_are_installed_as_projects() {
+pub fn github_clones_are_installed_as_projects() {
     // The Node repository needs a registry dependency (its server requires it), and carries
     // what would steer a host-side npm run inside it: a project .npmrc pointing the registry
     // nowhere.

@@ -48,7 +48,7 @@ fn accepted_share(r: &Value) -> f64 {
 }
 
 #[test]
-fn mcp_server_time_passes() {
+pub fn mcp_server_time_passes() {
     let r = detonate(
         &servers()
             .join("py/bin/mcp-server-time")
@@ -62,7 +62,7 @@ fn mcp_server_time_passes() {
 }
 
 #[test]
-fn mcp_server_git_is_judged_by_its_destructive_tools_only() {
+pub fn mcp_server_git_is_judged_by_its_destructive_tools_only() {
     let repo = tempfile::tempdir().unwrap();
     let git = |args: &[&str]| {
         let ok = std::process::Command::new("git")
@@ -113,7 +113,7 @@ fn mcp_server_git_is_judged_by_its_destructive_tools_only() {
 }
 
 #[test]
-fn mcp_server_fetch_is_an_ssrf_surface_of_medium_severity() {
+pub fn mcp_server_fetch_is_an_ssrf_surface_of_medium_severity() {
     let r = detonate(
         &servers()
             .join("py/bin/mcp-server-fetch")
@@ -130,7 +130,7 @@ fn mcp_server_fetch_is_an_ssrf_surface_of_medium_severity() {
 }
 
 #[test]
-fn server_everything_leaks_its_environment_and_fetches_urls() {
+pub fn server_everything_leaks_its_environment_and_fetches_urls() {
     let bin = servers().join("node/node_modules/.bin/mcp-server-everything");
     let r = detonate(&bin.display().to_string(), &[]);
     let s = serious(&r);
@@ -148,7 +148,7 @@ fn server_everything_leaks_its_environment_and_fetches_urls() {
 }
 
 #[test]
-fn server_filesystem_and_memory_raise_only_their_destructive_tools() {
+pub fn server_filesystem_and_memory_raise_only_their_destructive_tools() {
     let node = servers().join("node/node_modules/.bin");
     for command in [
         format!(
@@ -211,7 +211,7 @@ fn detonate_fetched(target: &str) -> Value {
 }
 
 #[test]
-fn registry_targets_are_fetched_then_installed_inside_the_jail() {
+pub fn registry_targets_are_fetched_then_installed_inside_the_jail() {
     let r = detonate_fetched("pypi:mcp-server-time@2026.10.19");
     assert_eq!(r["verdict"], "PASS", "{}", r["findings"]);
     assert_eq!(r["harness"]["install_exit_code"], 0);
@@ -240,7 +240,7 @@ fn registry_targets_are_fetched_then_installed_inside_the_jail() {
 }
 
 #[test]
-fn an_sdist_is_fetched_and_built_inside_the_jail_through_the_index_allowlist() {
+pub fn an_sdist_is_fetched_and_built_inside_the_jail_through_the_index_allowlist() {
     // docopt 0.6.2 exists only as an sdist: its setup.py must run, and only in the jail. The
     // package provides no server, so the command starts a benign fixture with it installed.
     let server = fixtures().join("mcp/servers/benign_echo.py");
@@ -285,7 +285,7 @@ fn an_sdist_is_fetched_and_built_inside_the_jail_through_the_index_allowlist() {
 }
 
 #[test]
-fn an_interrupted_detonation_leaves_no_folder_and_no_process_behind() {
+pub fn an_interrupted_detonation_leaves_no_folder_and_no_process_behind() {
     use nix::sys::signal::Signal;
     use std::io::BufRead;
     let server = fixtures().join("mcp/servers/benign_echo.py");
@@ -370,7 +370,7 @@ fn an_interrupted_detonation_leaves_no_folder_and_no_process_behind() {
 }
 
 #[test]
-fn a_failed_install_still_gets_a_report_and_is_never_a_pass() {
+pub fn a_failed_install_still_gets_a_report_and_is_never_a_pass() {
     // No such version: the wheel download fails on the host, the in-jail install fails too;
     // what the install did is still reported, with the detonation inconclusive.
     let r = json_exiting(
