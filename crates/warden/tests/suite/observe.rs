@@ -365,7 +365,21 @@ pub fn egress_reaches_allowlisted_names_and_ports_only_and_nothing_of_the_hosts(
             .copied()
             .unwrap_or_else(|| panic!("no net.send #{nth} for {host}:{port}"))
     };
-    let ok = send("svc.test", 8080, 0);
+    // The two requests to svc.test:8080 end in either order: each is told by its Host.
+    let by_host = |http_host: &str| {
+        sends
+            .iter()
+            .find(|e| {
+                e["data"]["host"] == "svc.test"
+                    && e["data"]["port"] == 8080
+                    && e["data"]["http_host"]
+                        .as_str()
+                        .is_some_and(|h| h.split(':').next() == Some(http_host))
+            })
+            .copied()
+            .unwrap_or_else(|| panic!("no net.send to svc.test:8080 for Host {http_host}"))
+    };
+    let ok = by_host("svc.test");
     assert_eq!(ok["data"]["captured"], "forwarded");
     assert_eq!(ok["data"]["egress"], "allowed");
     assert!(ok["data"]["bytes_received"].as_u64() > Some(100), "{ok}");
@@ -373,7 +387,7 @@ pub fn egress_reaches_allowlisted_names_and_ports_only_and_nothing_of_the_hosts(
     assert!(ok["data"]["error"].is_null(), "{ok}");
     let error = |e: &Value| e["data"]["error"].as_str().unwrap_or_default().to_owned();
     // A shared front end cannot be asked for another site.
-    let front = send("svc.test", 8080, 1);
+    let front = by_host("elsewhere.test");
     assert!(
         error(front).contains("asks for \"elsewhere.test\""),
         "{front}"
