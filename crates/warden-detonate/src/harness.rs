@@ -86,27 +86,12 @@ impl ServerEnd {
     /// What a jail error says about the start.
     pub fn of_error(e: &warden_jail::JailError) -> ServerEnd {
         use warden_jail::JailError;
-        let text = match e.hint() {
-            Some(hint) => format!("{}; fix: {hint}", error_chain(e)),
-            None => error_chain(e),
-        };
+        let text = e.explain();
         match e {
             JailError::NotFound(_) | JailError::NotExecutable { .. } => ServerEnd::NotStarted(text),
             _ => ServerEnd::SandboxFailed(text),
         }
     }
-}
-
-/// An error with its sources, on one line.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }
 
 /// Settings of one session.
@@ -212,10 +197,7 @@ pub fn install(
                 break running.wait().ok();
             }
             Err(e) => {
-                sandbox_failure = match ServerEnd::of_error(&e) {
-                    ServerEnd::SandboxFailed(why) | ServerEnd::NotStarted(why) => Some(why),
-                    _ => None,
-                };
+                sandbox_failure = Some(e.explain());
                 break None;
             }
         }

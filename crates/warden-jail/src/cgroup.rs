@@ -228,27 +228,9 @@ impl RunCgroup {
         let Ok(entries) = fs::read_dir(parent) else {
             return;
         };
+        // Groups another pid namespace's Warden made a moment ago are spared by the age.
         for e in entries.flatten() {
-            let name = e.file_name();
-            let Some(pid) = name
-                .to_str()
-                .and_then(|n| n.strip_prefix("warden-"))
-                .and_then(|rest| rest.split('-').next())
-                .and_then(|p| p.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            // The pid is only a hint: another Warden in another pid namespace (a container
-            // sharing this hierarchy) names its groups with pids this /proc does not show. So
-            // only groups older than a minute go (an empty one: rmdir refuses any other), never
-            // one that its supervisor made a moment ago and is about to join.
-            let old = e
-                .metadata()
-                .and_then(|m| m.modified())
-                .ok()
-                .and_then(|t| t.elapsed().ok())
-                .is_some_and(|age| age > std::time::Duration::from_secs(60));
-            if old && !Path::new(&format!("/proc/{pid}")).exists() {
+            if crate::abandoned::by_owner(&e, "warden-", std::time::Duration::from_secs(60)) {
                 let _ = fs::remove_dir(e.path());
             }
         }

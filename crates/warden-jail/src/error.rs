@@ -127,6 +127,23 @@ pub enum JailError {
 }
 
 impl JailError {
+    /// The error with its causes on one line, and the fixing setting when Warden knows it
+    /// (`…; fix: …`): what a caller shows a person.
+    pub fn explain(&self) -> String {
+        let mut text = self.to_string();
+        let mut source = std::error::Error::source(self);
+        while let Some(s) = source {
+            text.push_str(": ");
+            text.push_str(&s.to_string());
+            source = s.source();
+        }
+        if let Some(hint) = self.hint() {
+            text.push_str("; fix: ");
+            text.push_str(&hint);
+        }
+        text
+    }
+
     /// What would make this work, when Warden knows: the setting that unblocks the sandbox on
     /// this machine (see [`crate::blockers`]), or the `--ro-bind` that shows a program the
     /// jail does not (see [`crate::runtime`]).

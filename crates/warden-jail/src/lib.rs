@@ -18,6 +18,7 @@
 
 #![deny(missing_docs)]
 
+pub mod abandoned;
 pub mod blockers;
 mod cgroup;
 mod child;

@@ -36,22 +36,11 @@ pub(crate) fn sweep_dead(tmp: &Path) {
     };
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     for e in entries.flatten() {
-        let name = e.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("warden-serve-"))
-            .and_then(|rest| rest.split('-').next())
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let idle = e
-            .metadata()
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| t.elapsed().ok())
-            .is_some_and(|age| age > std::time::Duration::from_secs(60));
-        if !idle || pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists() {
+        if !warden_jail::abandoned::by_owner(
+            &e,
+            "warden-serve-",
+            std::time::Duration::from_secs(60),
+        ) {
             continue;
         }
         let dir = e.path();

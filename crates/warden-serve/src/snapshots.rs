@@ -286,7 +286,7 @@ fn scan(ws: &Dir) -> Result<(Scanned, Vec<String>), SnapshotError> {
             }
         }
     }
-    out.sort_by_key(|a| a.0.key());
+    out.sort_by_cached_key(|a| a.0.key());
     skipped.sort();
     Ok((out, skipped))
 }

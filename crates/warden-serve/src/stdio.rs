@@ -23,14 +23,21 @@ fn refusal(line: &[u8]) -> Option<String> {
             "{{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{{\"code\":{code},\"message\":\"{message}\"}}}}\n"
         ))
     };
-    let text = std::str::from_utf8(line).ok();
-    if text.is_some_and(|t| t.trim().is_empty()) {
+    let Ok(text) = std::str::from_utf8(line) else {
+        return error(-32700, "Parse error");
+    };
+    let text = text.trim_start();
+    if text.trim_end().is_empty() {
         return None;
     }
-    match text.and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok()) {
-        None => error(-32700, "Parse error"),
-        Some(serde_json::Value::Object(_) | serde_json::Value::Array(_)) => None,
-        Some(_) => error(-32600, "Invalid Request"),
+    // Checked for syntax only (nothing is built: rmcp parses the message itself).
+    if serde_json::from_str::<serde::de::IgnoredAny>(text).is_err() {
+        return error(-32700, "Parse error");
+    }
+    if text.starts_with(['{', '[']) {
+        None
+    } else {
+        error(-32600, "Invalid Request")
     }
 }
 

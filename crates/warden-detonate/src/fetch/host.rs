@@ -140,15 +140,7 @@ const PREFIX: &str = "warden-detonate-";
 /// panicked, cannot clean up after itself).
 fn sweep() {
     for e in std::fs::read_dir(base()).into_iter().flatten().flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name
-            .strip_prefix(PREFIX)
-            .and_then(|rest| rest.split('-').next())
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+        if warden_jail::abandoned::by_owner(&e, PREFIX, std::time::Duration::ZERO) {
             let path = e.path();
             let _ = nix::mount::umount2(&path, nix::mount::MntFlags::MNT_DETACH);
             let _ = std::fs::remove_dir_all(&path);

@@ -694,8 +694,9 @@ const MAX_WRITTEN_TOTAL: usize = 4096;
 
 impl Tracer {
     /// Scan `paths` (as seen from `root`) for canaries, within the run's scan budget.
-    /// Scan `rel` beneath the held mount `base`, reported as `path`.
-    fn scan_one(&mut self, base: &std::fs::File, rel: &str, path: &str) {
+    /// Scan the written file `rel` beneath `base` (the jail's root or one of its mounts held
+    /// open), reported as `path`, within the scan budget.
+    fn scan_one(&mut self, base: &std::fs::File, rel: &str, path: &str, pid: Option<i32>) {
         let left = MAX_SCAN_TOTAL.saturating_sub(self.scanned);
         if left == 0 {
             return;
@@ -703,21 +704,13 @@ impl Tracer {
         if let Some(bytes) = read_in_root(base, rel, left.min(MAX_SCAN)) {
             self.scanned += bytes.len() as u64;
             let ctx = json!({ "where": "file", "path": path });
-            self.hub.scan(&bytes, None, &ctx);
+            self.hub.scan(&bytes, pid, &ctx);
         }
     }
 
     fn scan_files(&mut self, root: &std::fs::File, paths: &[String], pid: Option<i32>) {
         for path in paths {
-            let left = MAX_SCAN_TOTAL.saturating_sub(self.scanned);
-            if left == 0 {
-                return;
-            }
-            if let Some(bytes) = read_in_root(root, path, left.min(MAX_SCAN)) {
-                self.scanned += bytes.len() as u64;
-                let ctx = json!({ "where": "file", "path": path });
-                self.hub.scan(&bytes, pid, &ctx);
-            }
+            self.scan_one(root, path, path, pid);
         }
     }
 
@@ -742,11 +735,8 @@ impl Tracer {
                 })
                 .max_by_key(|(m, _)| m.len());
             match held {
-                Some((m, f)) => {
-                    let rest = path[m.len()..].to_owned();
-                    self.scan_one(f, &rest, &path);
-                }
-                None => self.scan_files(&root, std::slice::from_ref(&path), None),
+                Some((m, f)) => self.scan_one(f, &path[m.len()..], &path, None),
+                None => self.scan_one(&root, &path, &path, None),
             }
         }
     }

@@ -142,7 +142,7 @@ pub enum ToolError {
     },
     /// The sandbox could not run the command (with the cause, and the fixing setting when
     /// Warden knows it).
-    #[error("sandbox: {}", sandbox_text(.0))]
+    #[error("sandbox: {}", .0.explain())]
     Sandbox(#[from] warden_jail::JailError),
     /// A named schema or other server-side resource is missing or broken.
     #[error("{0}")]
@@ -153,22 +153,6 @@ pub enum ToolError {
     /// An internal failure (a bug or an I/O error on the server's side).
     #[error("internal error: {0}")]
     Internal(String),
-}
-
-/// A jail error with its causes on one line, and its hint.
-fn sandbox_text(e: &warden_jail::JailError) -> String {
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    if let Some(hint) = e.hint() {
-        text.push_str("; fix: ");
-        text.push_str(&hint);
-    }
-    text
 }
 
 impl ToolError {

@@ -163,9 +163,22 @@ fn stdio_session(
     std::process::ChildStdin,
     BufReader<std::process::ChildStdout>,
 ) {
+    stdio_session_with(extra, &[])
+}
+
+/// [`stdio_session`] with extra environment variables.
+fn stdio_session_with(
+    extra: &[&str],
+    env: &[(&str, &std::path::Path)],
+) -> (
+    Child,
+    std::process::ChildStdin,
+    BufReader<std::process::ChildStdout>,
+) {
     let mut child = Command::new(warden_bin())
         .arg("serve")
         .args(extra)
+        .envs(env.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -832,24 +845,10 @@ pub fn termination_signals_leave_no_session_data() {
             assert_eq!(raw_post(port, &[]), 200);
             child
         } else {
-            let mut child = Command::new(warden_bin())
-                .args(["serve", "--config", cfg.to_str().unwrap()])
-                .env("TMPDIR", &private)
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap();
-            let mut stdin = child.stdin.take().unwrap();
-            let mut stdout = BufReader::new(child.stdout.take().unwrap());
-            writeln!(stdin, r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{}},"clientInfo":{{"name":"t","version":"1"}}}}}}"#).unwrap();
-            let mut line = String::new();
-            stdout.read_line(&mut line).unwrap();
-            writeln!(
-                stdin,
-                r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
-            )
-            .unwrap();
+            let (child, mut stdin, mut stdout) = stdio_session_with(
+                &["--config", cfg.to_str().unwrap()],
+                &[("TMPDIR", private.as_path())],
+            );
             let v = request(
                 &mut stdin,
                 &mut stdout,
@@ -1123,27 +1122,8 @@ pub fn a_sessions_workspace_has_a_disk_quota() {
 #[test]
 pub fn what_a_killed_server_left_is_swept_by_the_next() {
     let tmp = tempfile::tempdir().unwrap();
-    let spawn = || {
-        Command::new(warden_bin())
-            .arg("serve")
-            .env("TMPDIR", tmp.path())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap()
-    };
-    let mut child = spawn();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{}},"clientInfo":{{"name":"t","version":"1"}}}}}}"#).unwrap();
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    writeln!(
-        stdin,
-        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
-    )
-    .unwrap();
+    let env = [("TMPDIR", tmp.path())];
+    let (mut child, mut stdin, mut stdout) = stdio_session_with(&[], &env);
     let v = request(
         &mut stdin,
         &mut stdout,
@@ -1175,12 +1155,7 @@ pub fn what_a_killed_server_left_is_swept_by_the_next() {
         .status()
         .unwrap();
     assert!(st.success());
-    let mut next = spawn();
-    let mut stdin = next.stdin.take().unwrap();
-    let mut stdout = BufReader::new(next.stdout.take().unwrap());
-    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{}},"clientInfo":{{"name":"t","version":"1"}}}}}}"#).unwrap();
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
+    let (mut next, stdin, _stdout) = stdio_session_with(&[], &env);
     assert!(!left[0].exists(), "swept");
     assert_eq!(mounted(), 0, "unmounted");
     drop(stdin);
