@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything Warden's tests need on a fresh Debian or Ubuntu machine, as root, and
 # only what is missing (safe to run again): the system packages (a C compiler, Python with
-# venv, Node and npm, git, util-linux's unshare, iproute2), the official MCP Python SDK in a
-# virtual environment of its own (the system interpreter is left alone), the public MCP servers
+# venv, Node and npm, git, util-linux's unshare, e2fsprogs, iproute2), the official MCP
+# Python SDK in a virtual environment of its own (the system interpreter is left alone), the public MCP servers
 # the detonation tests run against, and the MCP conformance suite and Inspector CLI.
 # The README's test command runs it: ./setup.sh && cargo test --workspace
 set -euo pipefail
@@ -17,6 +17,7 @@ command -v cc >/dev/null || need+=(gcc libc6-dev)
 command -v npm >/dev/null || need+=(npm)
 command -v git >/dev/null || need+=(git)
 command -v unshare >/dev/null || need+=(util-linux)
+[ -x /usr/sbin/mkfs.ext4 ] || [ -x /sbin/mkfs.ext4 ] || need+=(e2fsprogs)  # serve's disk quota
 command -v ip >/dev/null || need+=(iproute2)
 if [ ${#need[@]} -gt 0 ]; then
     apt-get update -qq

@@ -150,8 +150,9 @@ pub struct ConfigFile {
     pub schemas_dir: Option<PathBuf>,
     /// Total size of a workspace's snapshot store.
     pub snapshots_max_bytes: u64,
-    /// Size of a session's own workspace (a tmpfs of this size: its disk quota). Workspaces
-    /// under `workspace_root` or shared have none.
+    /// Size of a session's own workspace, its disk quota: a tmpfs of this size, or under
+    /// `workspace_root` a loop-mounted disk image of this size. The shared workspace (the
+    /// operator's lasting folder) has none.
     pub workspace_max_bytes: u64,
     /// HTTP settings.
     pub http: HttpFile,

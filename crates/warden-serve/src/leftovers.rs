@@ -10,6 +10,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+/// The prefix of a session's id (`s<pid>-<n>`), which names its workspace, snapshot store
+/// and disk image under an operator's `workspace_root`.
+pub(crate) const SESSION: &str = "s";
+
 static LIVE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
 fn live() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
@@ -27,20 +31,31 @@ pub(crate) fn unregister(path: &Path) {
     live().retain(|p| p != path);
 }
 
-/// What a server killed with SIGKILL left under `tmp`: state folders named after an owner
-/// whose pid is gone, untouched for a minute (a pid another pid namespace shows is not judged
-/// by this one's `/proc` alone), with the session workspaces mounted in them unmounted first.
-pub(crate) fn sweep_dead(tmp: &Path) {
-    let Ok(entries) = std::fs::read_dir(tmp) else {
+/// What a server killed with SIGKILL left in `dir`: folders named `PREFIX<pid>-…` (state
+/// folders in the temporary folder, sessions' workspaces, snapshot stores and disk images
+/// under an operator's `workspace_root`) after an owner whose pid is gone, untouched for a
+/// minute (a pid another pid namespace shows is not judged by this one's `/proc` alone), with
+/// the workspaces mounted in them unmounted first.
+pub(crate) fn sweep_dead(dir: &Path, prefix: &str) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     for e in entries.flatten() {
-        if !warden_jail::abandoned::by_owner(
-            &e,
-            "warden-serve-",
-            std::time::Duration::from_secs(60),
-        ) {
+        // Under an operator's folder, only names of exactly the shape a session's id has.
+        let ours = e.file_name().to_str().is_some_and(|n| {
+            prefix != SESSION
+                || n.strip_prefix(SESSION)
+                    .and_then(|rest| rest.split_once('-'))
+                    .is_some_and(|(pid, n)| {
+                        [pid, n]
+                            .iter()
+                            .all(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+                    })
+        });
+        if !ours
+            || !warden_jail::abandoned::by_owner(&e, prefix, std::time::Duration::from_secs(60))
+        {
             continue;
         }
         let dir = e.path();

@@ -88,7 +88,12 @@ impl Shared {
         };
         // What servers killed with SIGKILL left; this one's folder is named after its pid so a
         // later server can tell.
-        crate::leftovers::sweep_dead(&std::env::temp_dir());
+        crate::leftovers::sweep_dead(&std::env::temp_dir(), "warden-serve-");
+        if let Some(root) = &config.settings.workspace_root {
+            for dir in [root.clone(), root.join(".snapshots"), root.join(".quota")] {
+                crate::leftovers::sweep_dead(&dir, crate::leftovers::SESSION);
+            }
+        }
         let state_dir = tempfile::Builder::new()
             .prefix(&format!("warden-serve-{}-", std::process::id()))
             .tempdir()
@@ -189,7 +194,7 @@ pub struct Session {
     pub shared: Arc<Shared>,
     /// Cancelled when the client goes away (stdio EOF): every call of the session stops at once.
     pub closed: CancellationToken,
-    workspace: OnceLock<Result<PathBuf, String>>,
+    workspace: OnceLock<Result<(PathBuf, crate::quota::Backing), String>>,
 }
 
 impl Session {
@@ -198,7 +203,7 @@ impl Session {
         let n = shared.next_session.fetch_add(1, Ordering::Relaxed);
         Session {
             // Unique across server runs too (workspaces may outlive a killed server).
-            id: format!("s{}-{n}", std::process::id()),
+            id: format!("{}{}-{n}", crate::leftovers::SESSION, std::process::id()),
             shared,
             closed,
             workspace: OnceLock::new(),
@@ -207,34 +212,51 @@ impl Session {
 
     /// The session's workspace, created on first use.
     pub fn workspace(&self) -> Result<PathBuf, ToolError> {
+        self.workspace_and_quota().map(|(p, _)| p)
+    }
+
+    /// The session's workspace and what bounds its size, created on first use.
+    pub(crate) fn workspace_and_quota(
+        &self,
+    ) -> Result<(PathBuf, crate::quota::Backing), ToolError> {
         let shared = &self.shared;
+        let settings = &shared.config.settings;
         self.workspace
             .get_or_init(|| {
-                let path = if shared.config.settings.shared_workspace {
+                let root = shared.workspace_root();
+                let path = if settings.shared_workspace {
                     shared
                         .shared_workspace
-                        .get_or_init(|| shared.workspace_root().join("shared"))
+                        .get_or_init(|| root.join("shared"))
                         .clone()
                 } else {
-                    shared.workspace_root().join(&self.id)
+                    root.join(&self.id)
                 };
-                let root = shared.workspace_root();
                 private_dir(&root)
                     .and_then(|()| std::fs::create_dir_all(&path))
                     .map(|()| {
-                        // A session's own workspace in the server's private folder has a disk
-                        // quota (the operator's lasting ones are plain folders).
-                        if !shared.config.settings.lasting_workspaces() {
-                            crate::quota::limit(&path, shared.config.settings.workspace_max_bytes);
-                        }
                         // A session's own workspace goes with it, also on a signal.
-                        if !shared.config.settings.shared_workspace {
+                        if !settings.shared_workspace {
                             crate::leftovers::register(&path);
-                            if let Some(name) = path.file_name() {
-                                crate::leftovers::register(&root.join(".snapshots").join(name));
-                            }
+                            crate::leftovers::register(&root.join(".snapshots").join(&self.id));
+                            crate::leftovers::register(&root.join(".quota").join(&self.id));
                         }
-                        path
+                        // It has a disk quota: a tmpfs in the server's private folder, a disk
+                        // image under the operator's root. The shared one is the operator's.
+                        let backing = if settings.shared_workspace {
+                            crate::quota::Backing::Unbounded
+                        } else {
+                            let images = settings
+                                .workspace_root
+                                .is_some()
+                                .then(|| root.join(".quota").join(&self.id));
+                            crate::quota::limit(
+                                &path,
+                                settings.workspace_max_bytes,
+                                images.as_deref(),
+                            )
+                        };
+                        (path, backing)
                     })
                     .map_err(|e| format!("creating the workspace: {e}"))
             })
@@ -256,7 +278,9 @@ impl Session {
 
     /// The workspace if it exists already (no creation).
     pub fn existing_workspace(&self) -> Option<PathBuf> {
-        self.workspace.get().and_then(|w| w.as_ref().ok().cloned())
+        self.workspace
+            .get()
+            .and_then(|w| w.as_ref().ok().map(|(p, _)| p.clone()))
     }
 }
 
@@ -264,15 +288,17 @@ impl Drop for Session {
     fn drop(&mut self) {
         // A session's own workspace goes with it; a shared one stays for the others.
         if !self.shared.config.settings.shared_workspace
-            && let Some(Ok(path)) = self.workspace.get()
+            && let Some(Ok((path, _))) = self.workspace.get()
         {
             crate::quota::release(path);
-            let _ = std::fs::remove_dir_all(path);
-            crate::leftovers::unregister(path);
-            if let Some(name) = path.file_name() {
-                let store = self.shared.workspace_root().join(".snapshots").join(name);
-                let _ = std::fs::remove_dir_all(&store);
-                crate::leftovers::unregister(&store);
+            let root = self.shared.workspace_root();
+            for dir in [
+                path.clone(),
+                root.join(".snapshots").join(&self.id),
+                root.join(".quota").join(&self.id),
+            ] {
+                let _ = std::fs::remove_dir_all(&dir);
+                crate::leftovers::unregister(&dir);
             }
         }
     }

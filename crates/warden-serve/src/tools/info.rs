@@ -98,6 +98,11 @@ pub(super) async fn sandbox_metrics(cx: &CallContext) -> Result<Value, ToolError
     let (tools, limits) = shared.metrics.snapshot();
     let ws = cx.session.existing_workspace();
     let store = ws.as_ref().and_then(|_| cx.session.snapshots().ok());
+    let quota = match cx.session.workspace_and_quota() {
+        Ok((_, crate::quota::Backing::Tmpfs)) => "tmpfs",
+        Ok((_, crate::quota::Backing::Image)) => "disk_image",
+        _ => "none",
+    };
     let (workspace_bytes, snapshot_bytes) = tokio::task::spawn_blocking(move || {
         (
             ws.map_or(0, |w| tree_bytes(&w)),
@@ -111,6 +116,9 @@ pub(super) async fn sandbox_metrics(cx: &CallContext) -> Result<Value, ToolError
         "tools": tools,
         "limits_hit": limits,
         "workspace_bytes": workspace_bytes,
+        "workspace_quota": { "backing": quota,
+                             "max_bytes": (quota != "none")
+                                 .then_some(shared.config.settings.workspace_max_bytes) },
         "snapshot_bytes": snapshot_bytes,
         "profile": shared.config.profile.name,
     }))

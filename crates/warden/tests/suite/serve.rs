@@ -1096,6 +1096,56 @@ pub fn a_sessions_workspace_has_a_disk_quota() {
     let mut s = Configured::start(|_| {
         "workspace_max_bytes = 4194304\nsnapshots_max_bytes = 4194304\n".into()
     });
+    fill_the_workspace(&mut s, "tmpfs");
+    s.close();
+}
+
+/// Under an operator's `workspace_root` (on disk, not memory) a session's own workspace is
+/// bounded too, by a sparse disk image loop-mounted on it: the same limit, the image takes
+/// only what was written, and the image, its mount and the workspace go with the session.
+#[test]
+pub fn a_workspace_under_the_operators_root_has_a_disk_quota() {
+    let mut s = Configured::start(|dir| {
+        format!(
+            "workspace_root = '{}'\nworkspace_max_bytes = 4194304\n",
+            dir.join("root").display()
+        )
+    });
+    let root = s.dir.path().join("root");
+    fill_the_workspace(&mut s, "disk_image");
+    let images: Vec<_> = std::fs::read_dir(root.join(".quota"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("workspace.ext4"))
+        .collect();
+    assert_eq!(images.len(), 1, "{images:?}");
+    let used =
+        std::os::unix::fs::MetadataExt::blocks(&std::fs::metadata(&images[0]).unwrap()) * 512;
+    assert!(used <= 4 << 20, "the image holds at most its quota: {used}");
+    let _dir = s.close();
+    let mut left = Vec::new();
+    for e in std::fs::read_dir(&root).unwrap().flatten() {
+        match e.file_name().to_str() {
+            Some(".quota" | ".snapshots") => left.extend(
+                std::fs::read_dir(e.path())
+                    .unwrap()
+                    .flatten()
+                    .map(|e| e.path()),
+            ),
+            _ => left.push(e.path()),
+        }
+    }
+    assert!(left.is_empty(), "the session's folders are gone: {left:?}");
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(
+        !mounts.contains(root.to_str().unwrap()),
+        "no mount is left under the root"
+    );
+}
+
+/// Fill a session's workspace past its 4 MiB quota: the command ends in ENOSPC with
+/// `limit_hit: "disk"`, a file write gets `disk_full`, and deleting makes room again.
+fn fill_the_workspace(s: &mut Configured, backing: &str) {
     let mut call = |args: &str| s.call(args);
     let v = call(
         r#"{"name":"run_command","arguments":{"command":"head -c 8000000 /dev/zero > big; du -k big"}}"#,
@@ -1107,13 +1157,15 @@ pub fn a_sessions_workspace_has_a_disk_quota() {
     );
     let v = call(r#"{"name":"file_write","arguments":{"path":"more.txt","content":"x"}}"#);
     assert_eq!(v["error"]["kind"], "disk_full", "{v}");
+    let v = call(r#"{"name":"sandbox_metrics","arguments":{}}"#);
+    assert_eq!(v["workspace_quota"]["backing"], backing, "{v}");
+    assert_eq!(v["workspace_quota"]["max_bytes"], 4194304, "{v}");
     let v = call(r#"{"name":"file_delete","arguments":{"path":"big"}}"#);
     assert_eq!(v["deleted"], true, "{v}");
     let v =
         call(r#"{"name":"run_command","arguments":{"command":"echo fine > small && cat small"}}"#);
     assert_eq!(v["stdout"], "fine\n", "room again: {v}");
     assert!(v["limit_hit"].is_null(), "{v}");
-    s.close();
 }
 
 /// A server killed with SIGKILL cannot clean up: its state folder (named after its pid) and
@@ -1158,6 +1210,68 @@ pub fn what_a_killed_server_left_is_swept_by_the_next() {
     let (mut next, stdin, _stdout) = stdio_session_with(&[], &env);
     assert!(!left[0].exists(), "swept");
     assert_eq!(mounted(), 0, "unmounted");
+    drop(stdin);
+    next.wait().unwrap();
+}
+
+/// Under an operator's `workspace_root`, a killed server leaves its session's workspace with
+/// its disk image mounted. The next server sweeps the workspace, the image and the mount, and
+/// nothing of the operator's that merely starts with `s`.
+#[test]
+pub fn a_killed_servers_workspace_under_the_operators_root_is_swept() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(&cfg, format!("workspace_root = '{}'\n", root.display())).unwrap();
+    let args = ["--config", cfg.to_str().unwrap()];
+    let (mut child, mut stdin, mut stdout) = stdio_session_with(&args, &[]);
+    let v = request(
+        &mut stdin,
+        &mut stdout,
+        2,
+        "tools/call",
+        r#"{"name":"run_command","arguments":{"command":"echo x > note"}}"#,
+    );
+    assert_eq!(tool_result(&v)["exit_code"], 0, "{v}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let operators = ["s-notes", "s4000000-1.bak", "shared"];
+    for name in operators {
+        std::fs::create_dir(root.join(name)).unwrap();
+    }
+    let prefix = format!("s{}-", child.id());
+    let session = std::fs::read_dir(&root)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .find(|n| n.starts_with(&prefix))
+        .expect("the session's workspace is left");
+    let left = [root.join(&session), root.join(".quota").join(&session)];
+    let mounted = || {
+        std::fs::read_to_string("/proc/self/mountinfo")
+            .unwrap()
+            .lines()
+            .filter(|l| l.contains(root.to_str().unwrap()))
+            .count()
+    };
+    assert_eq!(mounted(), 1, "the workspace's image is left mounted");
+    for path in &left {
+        assert!(path.exists(), "{path:?} is left");
+        let st = Command::new("touch")
+            .args(["-d", "2 minutes ago"])
+            .arg(path)
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+    let (mut next, stdin, _stdout) = stdio_session_with(&args, &[]);
+    for path in &left {
+        assert!(!path.exists(), "{path:?} swept");
+    }
+    assert_eq!(mounted(), 0, "unmounted");
+    for name in operators {
+        assert!(root.join(name).exists(), "the operator's {name} stays");
+    }
     drop(stdin);
     next.wait().unwrap();
 }
