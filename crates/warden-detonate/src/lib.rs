@@ -11,6 +11,7 @@
 //! `INCONCLUSIVE`, never as a pass.
 
 pub mod args;
+pub mod content;
 pub mod fetch;
 pub mod harness;
 pub mod html;
@@ -18,6 +19,7 @@ pub mod metadata;
 pub mod payloads;
 pub mod phases;
 pub mod report;
+pub mod secrets;
 pub mod target;
 
 use std::path::PathBuf;

@@ -129,6 +129,8 @@ impl Recorder {
                 | EventKind::McpToolCall
                 | EventKind::McpMetadataChanged
                 | EventKind::McpTiming
+                | EventKind::McpContent
+                | EventKind::McpBehaviourChanged
                 | EventKind::HarnessPayload
                 | EventKind::InstallScript
         );

@@ -69,6 +69,13 @@ pub enum EventKind {
     /// Protocol timing.
     #[serde(rename = "mcp.timing")]
     McpTiming,
+    /// Text the model will read (a tool result, an error message, a resource's content, a
+    /// prompt) in which the harness found orders to the model or credentials.
+    #[serde(rename = "mcp.content")]
+    McpContent,
+    /// A tool's result or side effects changed in kind between repeats of the same call.
+    #[serde(rename = "mcp.behaviour_changed")]
+    McpBehaviourChanged,
     /// An adversarial payload was sent.
     #[serde(rename = "harness.payload")]
     HarnessPayload,
@@ -153,6 +160,12 @@ pub enum Category {
     SandboxViolation,
     /// A dependency matches a known vulnerability.
     VulnerableDependency,
+    /// What the model will read gives it orders or hides content from the user.
+    PromptInjection,
+    /// A tool, resource or error message hands credentials to the model.
+    CredentialExposure,
+    /// An HTTP server reachable beyond loopback, or unchecked while it offers mutating tools.
+    ExposedServer,
 }
 
 /// A conclusion drawn from events.

@@ -22,6 +22,26 @@ pub struct RuleError {
 
 /// The built-in rules: (file name, YAML).
 pub const BUILTIN: &[(&str, &str)] = &[
+    (
+        "prompt-injection.yaml",
+        include_str!("../rules/prompt-injection.yaml"),
+    ),
+    (
+        "prompt-injection-in-prompt.yaml",
+        include_str!("../rules/prompt-injection-in-prompt.yaml"),
+    ),
+    (
+        "credential-exposure.yaml",
+        include_str!("../rules/credential-exposure.yaml"),
+    ),
+    (
+        "rug-pull-behaviour.yaml",
+        include_str!("../rules/rug-pull-behaviour.yaml"),
+    ),
+    (
+        "rug-pull-behaviour-shape.yaml",
+        include_str!("../rules/rug-pull-behaviour-shape.yaml"),
+    ),
     ("shell-exec.yaml", include_str!("../rules/shell-exec.yaml")),
     (
         "tool-instructions.yaml",

@@ -515,4 +515,97 @@ pub fn ordinary_behaviour_is_low_and_repeats_are_grouped() {
         "grouped: {findings:?}"
     );
     assert!(rule("destructive-tool").is_none(), "{findings:?}");
+    // Its help text, guide and prompt are ordinary imperative prose: read, and clean.
+    for id in [
+        "prompt-injection",
+        "prompt-injection-in-prompt",
+        "credential-exposure",
+    ] {
+        assert!(rule(id).is_none(), "{id}: {findings:?}");
+    }
+    let requests: Vec<&str> = r["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "mcp.tool_call")
+        .filter_map(|e| e["data"]["request"].as_str())
+        .collect();
+    assert!(requests.contains(&"resources/read"), "{requests:?}");
+    assert!(requests.contains(&"prompts/get"), "{requests:?}");
+}
+
+/// What the model reads besides metadata — tool results, error messages, resources, resource
+/// templates, prompts — is judged, and a tool that changes after some calls is caught.
+#[test]
+pub fn what_the_model_reads_and_tools_that_turn_are_judged() {
+    let f = findings("injecting.py", &[]);
+    assert!(has(&f, "prompt-injection", "high", "weather"), "{f:?}");
+    assert!(has(&f, "credential-exposure", "high", "deploy"), "{f:?}");
+    assert!(
+        has(
+            &f,
+            "prompt-injection-in-prompt",
+            "medium",
+            "prompt:summarise"
+        ),
+        "{f:?}"
+    );
+    assert!(!f.iter().any(|(r, _, _)| r == "tool-poisoning"), "{f:?}");
+
+    let f = findings("injecting.js", &[]);
+    assert!(has(&f, "prompt-injection", "high", "search_docs"), "{f:?}");
+    assert!(
+        has(&f, "credential-exposure", "high", "upload_notes"),
+        "{f:?}"
+    );
+
+    let f = findings("leaky_resources.py", &[]);
+    assert!(
+        has(&f, "credential-exposure", "high", "resource:deployment"),
+        "{f:?}"
+    );
+    assert!(
+        has(&f, "canary-in-output", "high", "template:files"),
+        "{f:?}"
+    );
+    assert!(
+        has(&f, "sensitive-file-read", "high", "template:files"),
+        "{f:?}"
+    );
+    assert!(!f.iter().any(|(_, _, t)| t == "ping"), "{f:?}");
+
+    let (_, out, _) = detonate("turncoat.py", &["--output", "json", "--no-payloads"]);
+    let r: Value = serde_json::from_str(&out).unwrap();
+    let turned = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["rule"] == "rug-pull-behaviour")
+        .unwrap_or_else(|| panic!("{}", r["findings"]));
+    assert!(
+        turned["message"].as_str().unwrap().contains("call 4"),
+        "{turned}"
+    );
+    assert!(
+        !r["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["rule"] == "rug-pull"),
+        "its metadata never changed: {}",
+        r["findings"]
+    );
+    // The report never carries a credential whole.
+    for fixture in ["injecting.py", "leaky_resources.py"] {
+        let (_, out, _) = detonate(fixture, &["--output", "json"]);
+        for secret in [
+            "glpat-Xq8vN3xT5wR2yL7kP1mB",
+            "ghp_Zq8vN3xT5wR2yL7kP1mB9cD4fH6jS0aE2gU8",
+        ] {
+            assert!(
+                !out.contains(secret),
+                "{fixture}: {secret} is in the report"
+            );
+        }
+    }
 }

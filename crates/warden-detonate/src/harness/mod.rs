@@ -18,6 +18,12 @@ use warden_jail::{Jail, Policy, TraceLink};
 use crate::payloads::{self, Payload};
 use crate::{args, metadata};
 
+mod reading;
+mod repeat;
+
+/// The MCP client the harness drives the server with.
+type Client = rmcp::service::RunningService<rmcp::RoleClient, ()>;
+
 /// Tools examined per server, at most.
 const MAX_TOOLS: usize = 500;
 /// Longest line accepted from the server.
@@ -504,19 +510,33 @@ async fn session(
                 }
             }
         }
-        for (arguments, payload) in plan {
+        for (i, (arguments, payload)) in plan.into_iter().enumerate() {
             if ctx.left().is_zero() {
                 ctx.session.aborted = Some("the time budget ran out".into());
                 break 'tools;
             }
-            let timed_out = call(ctx, &client, &name, arguments, payload.as_ref(), &nonce).await?;
-            if timed_out {
+            let outcome = call(
+                ctx,
+                &client,
+                &name,
+                arguments.clone(),
+                payload.as_ref(),
+                &nonce,
+            )
+            .await?;
+            if outcome.timed_out {
                 // A tarpit: its remaining calls are skipped.
                 continue 'tools;
+            }
+            // The benign call, again and again: does the tool change after some calls?
+            if i == 0 {
+                repeat::repeat(ctx, &client, &name, &arguments, &outcome, &nonce).await?;
             }
         }
     }
     tracing::debug!("calls done");
+    // What else the model would read: resources, templates, prompts.
+    reading::read_all(ctx, &client, &resources_first).await;
     // The same lists again: did anything change behind our back?
     ctx.progress("listing tools again");
     if let Ok(Ok(again)) = tokio::time::timeout(
@@ -586,15 +606,117 @@ fn ms(since: Instant) -> u64 {
     u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
-/// One tool call in its own window; true when it timed out.
+/// How one tool call went.
+#[derive(Debug, Default)]
+pub(crate) struct Outcome {
+    /// The call's event id.
+    pub id: Option<u64>,
+    /// It timed out.
+    pub timed_out: bool,
+    /// The result as JSON text (empty when there was none), capped.
+    pub output: String,
+    /// An error result, a JSON-RPC error or a timeout.
+    pub is_error: bool,
+    /// How long it took.
+    pub ms: u64,
+    /// The events of its window.
+    pub window_events: Vec<Event>,
+}
+
+/// Every string of a result (as JSON text) the model reads, one per line: texts, structured
+/// content, names and URIs — not base64 `data` or `blob` fields, nor the protocol's own
+/// `type`, `mimeType` and `role` words. Text that is not JSON is taken as it is.
+pub(crate) fn text_of(output: &str) -> String {
+    let Ok(v) = serde_json::from_str::<Value>(output) else {
+        return output.to_owned();
+    };
+    let mut out = String::new();
+    let mut stack = vec![&v];
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::Object(m) => stack.extend(
+                m.iter()
+                    .filter(|(k, _)| {
+                        !matches!(k.as_str(), "data" | "blob" | "type" | "mimeType" | "role")
+                    })
+                    .map(|(_, v)| v),
+            ),
+            Value::Array(a) => stack.extend(a.iter().rev()),
+            Value::String(s) => {
+                out.push_str(s);
+                out.push('\n');
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Check text the model reads (a tool result, an error, a resource, a prompt) for orders to
+/// the model, credentials and — outside tool results, whose canaries [`call`] looks for —
+/// planted secrets; record an `mcp.content` event when anything is found. `sent` is an
+/// argument of ours that the text may echo, and is not the server's doing.
+fn inspect(
+    ctx: &Ctx<'_>,
+    source: &str,
+    label: &str,
+    call: Option<u64>,
+    raw: &str,
+    sent: Option<&str>,
+) {
+    if raw.is_empty() {
+        return;
+    }
+    if source != "tool_result" {
+        for hit in ctx.canaries.find(raw.as_bytes()) {
+            ctx.record(
+                EventKind::CanarySeen,
+                json!({ "planted": hit.planted, "encoding": hit.encoding, "where": source, "tool": label, "call": call }),
+            );
+        }
+    }
+    let mut text = text_of(raw);
+    if let Some(sent) = sent.filter(|s| !s.is_empty()) {
+        text = text.replace(sent, "");
+    }
+    let secrets: Vec<crate::secrets::Secret> = crate::secrets::find(&text)
+        .into_iter()
+        .filter(|s| ctx.canaries.find(s.value.as_bytes()).is_empty())
+        .collect();
+    // The report shows no credential whole, in any excerpt.
+    for s in &secrets {
+        text = text.replace(&s.value, &s.redacted);
+    }
+    let injection = crate::content::injection(&text);
+    if injection.is_empty() && secrets.is_empty() {
+        return;
+    }
+    let first = injection.first().map(|i| i.excerpt.clone()).or_else(|| {
+        let s = secrets.first()?;
+        let at = text.find(&s.redacted)?;
+        Some(crate::content::excerpt(&text, at, at + s.redacted.len()))
+    });
+    ctx.record(
+        EventKind::McpContent,
+        json!({
+            "source": source, "tool": label, "call": call,
+            "injection": (!injection.is_empty()).then(|| injection.iter().map(|i| i.marker).collect::<Vec<_>>()),
+            "secrets": (!secrets.is_empty()).then(|| secrets.iter().map(|s| json!({ "rule": s.rule, "redacted": s.redacted })).collect::<Vec<_>>()),
+            "secret_rules": (!secrets.is_empty()).then(|| secrets.iter().map(|s| s.rule.clone()).collect::<Vec<_>>()),
+            "excerpt": first,
+        }),
+    );
+}
+
+/// One tool call in its own window.
 async fn call(
     ctx: &mut Ctx<'_>,
-    client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    client: &Client,
     tool: &str,
     arguments: Value,
     payload: Option<&(String, Payload)>,
     nonce: &str,
-) -> Result<bool> {
+) -> Result<Outcome> {
     let kind = payload.map_or("benign", |(_, p)| p.kind.name());
     ctx.progress(&format!("{tool} ({kind})"));
     // Arguments are kept in the event only up to 2 KiB (a schema default can be megabytes).
@@ -635,6 +757,8 @@ async fn call(
         Ok(Err(e)) => (String::new(), true, false, Some(e.to_string())),
         Err(_) => (String::new(), true, true, None),
     };
+    // An error message is kept in the timing event: with its credentials redacted.
+    let kept_error = error.as_deref().map(crate::secrets::redacted);
 
     let output: String = output.chars().take(MAX_OUTPUT).collect();
     if !is_error {
@@ -658,7 +782,7 @@ async fn call(
         json!({
             "phase": "tool_call", "tool": tool, "call": id, "ms": elapsed, "is_error": is_error,
             "timed_out": timed_out, "timeout_ms": limit.as_millis(), "output_bytes": output.len(),
-            "error": error, "invalid_arguments": invalid,
+            "error": kept_error, "invalid_arguments": invalid,
         }),
     );
     // Secrets handed back to the client.
@@ -669,12 +793,21 @@ async fn call(
             json!({ "planted": hit.planted, "encoding": hit.encoding, "where": "tool_result", "tool": tool, "call": id }),
         );
     }
+    // What the model reads of it: the result, or the error message.
+    let sent = payload.map(|(_, p)| p.value.as_str());
+    match &error {
+        Some(e) => inspect(ctx, "error", tool, id, e, sent),
+        None if is_error => inspect(ctx, "error", tool, id, &output, sent),
+        None => inspect(ctx, "tool_result", tool, id, &output, sent),
+    }
+    let window_events: Vec<Event> = ctx
+        .link
+        .events_after(id.unwrap_or(0))
+        .into_iter()
+        .filter(|e| e.triggered_by.as_deref() == Some(window.as_str()))
+        .collect();
     if let Some((param, p)) = payload {
-        let events = ctx.link.events_after(id.unwrap_or(0));
-        let in_window: Vec<&Event> = events
-            .iter()
-            .filter(|e| e.triggered_by.as_deref() == Some(window.as_str()))
-            .collect();
+        let in_window: Vec<&Event> = window_events.iter().collect();
         let benign = ctx.session.benign_outputs.get(tool).map(String::as_str);
         let evidence = payloads::detect(p, nonce, &output, &in_window, !hits.is_empty(), benign);
         ctx.record(
@@ -685,7 +818,14 @@ async fn call(
             }),
         );
     }
-    Ok(timed_out)
+    Ok(Outcome {
+        id,
+        timed_out,
+        output,
+        is_error,
+        ms: elapsed,
+        window_events,
+    })
 }
 
 /// Whether an error result says the arguments were refused.
