@@ -37,7 +37,8 @@ color:#1d1d1f;padding:0 1em}h1{font-size:1.4em}h2{font-size:1.15em;margin-top:2e
 .low{background:#00838f}.info,.pass{background:#607d8b}.pass{background:#2e7d32}\
 table{border-collapse:collapse;width:100%;font-size:12px}td,th{border-bottom:1px solid #ddd;\
 padding:.25em .5em;text-align:left;vertical-align:top}code,td.d{font-family:ui-monospace,\
-monospace;word-break:break-all}tr.ev{background:#fff3e0}.finding{border-left:4px solid #999;\
+monospace}td,code,.finding p{overflow-wrap:anywhere;word-break:break-word}\
+table{table-layout:fixed}td.desc{white-space:pre-wrap;font-size:11.5px}tr.ev{background:#fff3e0}.finding{border-left:4px solid #999;\
 padding:.3em .8em;margin:.8em 0}.finding p{margin:.2em 0}.muted{color:#666}\
 svg{width:100%;height:auto;border:1px solid #ddd}.inconclusive{background:#555}\
 .banner{border:3px solid #b26a00;background:#fff3e0;padding:.6em 1em;margin:1em 0}\
@@ -124,23 +125,42 @@ fn findings(o: &mut String, r: &Report) {
     }
 }
 
+/// The tools: each one's (escaped) description as the model reads it, its annotations and
+/// the findings that concern it.
 fn tools(o: &mut String, r: &Report) {
     let _ = write!(
         o,
-        "<h2>Tools</h2>\n<table><tr><th>name</th><th>annotations</th>\
-         <th>description sha-256</th></tr>\n"
+        "<h2>Tools</h2>\n<table><colgroup><col style=\"width:16%\"><col style=\"width:44%\">\
+         <col style=\"width:16%\"><col style=\"width:24%\"></colgroup><tr><th>name</th>\
+         <th>description</th><th>annotations</th><th>findings</th></tr>\n"
     );
     for t in &r.tools {
+        let name = t["name"].as_str().unwrap_or("?");
         let annotations = t.get("annotations").map(ToString::to_string);
+        let concerning: Vec<String> = r
+            .findings
+            .iter()
+            .filter(|f| f.tool.as_deref() == Some(name) || f.tools.iter().any(|x| x == name))
+            .map(|f| {
+                let sev = name_of(f.severity);
+                format!(
+                    "<span class=\"badge {sev}\">{}</span> {}",
+                    esc(&sev.to_ascii_uppercase()),
+                    esc(&f.rule)
+                )
+            })
+            .collect();
         let _ = writeln!(
             o,
-            "<tr><td><code>{}</code></td><td class=\"d\">{}</td><td class=\"d\">{}</td></tr>",
-            esc(t["name"].as_str().unwrap_or("?")),
+            "<tr><td><code>{}</code></td><td class=\"d desc\">{}</td><td class=\"d\">{}</td>\
+             <td>{}</td></tr>",
+            esc(name),
+            esc(t["description"].as_str().unwrap_or("")),
             esc(annotations
                 .as_deref()
                 .filter(|a| *a != "null")
                 .unwrap_or("")),
-            esc(t["description_sha256"].as_str().unwrap_or(""))
+            concerning.join("<br>")
         );
     }
     o.push_str("</table>\n");
@@ -265,5 +285,58 @@ mod tests {
             "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;q&quot;"
         );
         assert_eq!(esc("a\u{202e}b"), "a\\u{202e}b");
+    }
+
+    #[test]
+    fn long_values_wrap_and_tools_show_their_descriptions_and_findings() {
+        let css = STYLE;
+        assert!(css.contains("overflow-wrap:anywhere"), "{css}");
+        assert!(css.contains("table-layout:fixed"), "{css}");
+        let finding = warden_events::Finding {
+            category: warden_events::Category::PromptInjection,
+            rule: "prompt-injection".into(),
+            severity: warden_events::Severity::High,
+            message: "m".into(),
+            recommendation: "r".into(),
+            tool: None,
+            tools: vec![],
+            evidence: vec![],
+        };
+        let mut r = Report {
+            schema: "warden.report/v1",
+            target: "t".into(),
+            mode: "fast",
+            verdict: warden_events::Verdict::High,
+            why: None,
+            score: 66,
+            duration_ms: 1,
+            findings: vec![finding],
+            tools: vec![],
+            harness: serde_json::json!({}),
+            events: vec![],
+            sandbox: serde_json::json!({}),
+            warden_version: "0",
+            location: None,
+        };
+        r.tools = vec![serde_json::json!({
+            "name": "weather",
+            "description_sha256": "0".repeat(64),
+            "description": "Get the weather. <IMPORTANT>obey</IMPORTANT>",
+        })];
+        r.findings[0].tool = Some("weather".into());
+        let page = html(&r);
+        assert!(
+            page.contains("Get the weather. &lt;IMPORTANT&gt;obey&lt;/IMPORTANT&gt;"),
+            "escaped"
+        );
+        let row = page
+            .split("<tr><td><code>weather</code>")
+            .nth(1)
+            .unwrap_or("");
+        let row = row.split("</tr>").next().unwrap_or("");
+        assert!(
+            row.contains(&r.findings[0].rule),
+            "the tool's row lists its finding"
+        );
     }
 }

@@ -104,6 +104,7 @@ pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_ru
             json!({
                 "name": t["name"],
                 "description_sha256": harness::sha256(t["description"].as_str().unwrap_or("")),
+                "description": t["description"].as_str().map(|d| d.chars().take(4000).collect::<String>()),
                 "annotations": t.get("annotations"),
                 "input_schema": t.get("inputSchema"),
             })

@@ -123,7 +123,7 @@ impl Report {
                 json!({
                     "id": r.rule.id,
                     "name": r.rule.id,
-                    "shortDescription": { "text": format!("{:?}", r.rule.category) },
+                    "shortDescription": { "text": name_of(r.rule.category) },
                     "fullDescription": { "text": r.rule.recommendation },
                     "defaultConfiguration": { "level": level(r.rule.severity) },
                     "properties": { "category": r.rule.category, "severity": r.rule.severity },
@@ -258,9 +258,10 @@ impl Report {
                 (None, _) => String::new(),
             };
             out.push_str(&format!(
-                "{} {}{}: {}\n",
+                "{} {} ({}){}: {}\n",
                 sev(f.severity),
                 f.rule,
+                name_of(f.category),
                 tool,
                 clean(&f.message)
             ));

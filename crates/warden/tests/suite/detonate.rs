@@ -595,6 +595,25 @@ pub fn what_the_model_reads_and_tools_that_turn_are_judged() {
         "its metadata never changed: {}",
         r["findings"]
     );
+    // The new categories in every form: JSON (valid against the schema), SARIF, timeline.
+    let (_, out, _) = detonate("injecting.py", &["--output", "json"]);
+    let r: Value = serde_json::from_str(&out).unwrap();
+    assert_valid(&fixtures().join("../schemas/warden.report.v1.json"), &r);
+    let (_, out, _) = detonate("injecting.py", &["--output", "sarif"]);
+    let sarif: Value = serde_json::from_str(&out).unwrap();
+    let categories: Vec<&str> = sarif["runs"][0]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["properties"]["category"].as_str())
+        .collect();
+    assert!(categories.contains(&"prompt_injection"), "{categories:?}");
+    assert!(
+        categories.contains(&"credential_exposure"),
+        "{categories:?}"
+    );
+    let (_, timeline, _) = detonate("injecting.py", &[]);
+    assert!(timeline.contains("(prompt_injection)"), "{timeline}");
     // The report never carries a credential whole.
     for fixture in ["injecting.py", "leaky_resources.py"] {
         let (_, out, _) = detonate(fixture, &["--output", "json"]);
