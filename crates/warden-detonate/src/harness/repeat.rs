@@ -142,7 +142,8 @@ pub(super) async fn repeat(
     nonce: &str,
 ) -> anyhow::Result<()> {
     // A slow tool is not called again and again: the budget is for the other tools.
-    if first.timed_out || first.ms > (ctx.settings.call_timeout.as_millis() / 4) as u64 {
+    let slow = u64::try_from(ctx.settings.call_timeout.as_millis() / 4).unwrap_or(u64::MAX);
+    if first.timed_out || first.ms > slow {
         return Ok(());
     }
     let base = observe(first, &first.window_events);
