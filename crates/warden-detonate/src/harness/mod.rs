@@ -129,6 +129,8 @@ struct Ctx<'a> {
     deadline: Instant,
     session: Session,
     canaries: warden_trace::Canaries,
+    /// The calls being made are repeats of a benign one (not counted as benign calls again).
+    repeating: bool,
 }
 
 impl Ctx<'_> {
@@ -324,6 +326,7 @@ pub fn run(
         deadline: Instant::now() + settings.budget,
         session: Session::default(),
         canaries: warden_trace::Canaries::new(link.canaries()),
+        repeating: false,
     };
     let result = rt.block_on(async {
         let stdin = tokio::process::ChildStdin::from_std(stdin)?;
@@ -717,7 +720,11 @@ async fn call(
     payload: Option<&(String, Payload)>,
     nonce: &str,
 ) -> Result<Outcome> {
-    let kind = payload.map_or("benign", |(_, p)| p.kind.name());
+    let kind = match payload {
+        Some((_, p)) => p.kind.name(),
+        None if ctx.repeating => "repeat",
+        None => "benign",
+    };
     ctx.progress(&format!("{tool} ({kind})"));
     // Arguments are kept in the event only up to 2 KiB (a schema default can be megabytes).
     let shown = arguments.to_string();
@@ -767,12 +774,13 @@ async fn call(
     // Refused by the server's own argument validation (not merely failed at its work, like a
     // file that does not exist).
     let invalid = timed_out || (is_error && (error.is_some() || validation_error(&output)));
-    if payload.is_none() && !is_error {
+    let benign = payload.is_none() && !ctx.repeating;
+    if benign && !is_error {
         ctx.session
             .benign_outputs
             .insert(tool.to_owned(), output.clone());
     }
-    if payload.is_none() {
+    if benign {
         ctx.session.benign.0 += 1;
         ctx.session.benign.1 += u32::from(!is_error);
         ctx.session.benign_valid += u32::from(!invalid);

@@ -151,7 +151,10 @@ pub(super) async fn repeat(
         if ctx.left().is_zero() {
             break;
         }
-        let o = call(ctx, client, tool, arguments.clone(), None, nonce).await?;
+        ctx.repeating = true;
+        let o = call(ctx, client, tool, arguments.clone(), None, nonce).await;
+        ctx.repeating = false;
+        let o = o?;
         if o.timed_out {
             break;
         }
