@@ -11,7 +11,7 @@
 //! - `override` and `concealment`: as in metadata ("ignore previous instructions", "do not
 //!   tell the user");
 //! - `addressed_to_model`: orders to the assistant by name ("AI assistant: you must…",
-//!   "note to the agent");
+//!   "[Note to the agent]:"), not prose about it ("instructions passed to the LLM");
 //! - `secret_request`: asking for a secret file to be read or sent (`read ~/.ssh/id_rsa`);
 //! - `invisible_unicode`: tag characters or bidirectional controls (not the zero-width joiner
 //!   of emoji sequences).
@@ -46,7 +46,7 @@ fn patterns() -> &'static [(&'static str, Regex)] {
             ),
             (
                 "addressed_to_model",
-                r"(?i)\b(ai|assistant|agent|model|llm|claude|chatgpt)\b\s*[:,]\s*(you\s+(must|should|need to|will|are now)|please\s+(ignore|call|run|execute|send|read|forward)|ignore|now\s+(call|run|execute|send|read))|\b(note|message|instructions?)\s+(to|for)\s+(the\s+)?(ai|assistant|agent|model|llm)\b",
+                r"(?i)\b(ai|assistant|agent|model|llm|claude|chatgpt)\b\s*[:,]\s*(you\s+(must|should|need to|will|are now)|please\s+(ignore|call|run|execute|send|read|forward)|ignore|now\s+(call|run|execute|send|read))|\b(note|message|attention)\s+(to|for)\s+(the\s+)?(ai|assistant|agent|model|llm)s?\s*[:\]]",
             ),
             (
                 "secret_request",
@@ -187,6 +187,9 @@ mod tests {
             "family: 👨\u{200d}👩\u{200d}👧",
             "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==",
             "The assistant role in the chat API carries the model's replies.",
+            // server-everything's instructions resource, describing itself.
+            "This response proves the client properly passed server instructions to the LLM.",
+            "Send a message to the model with the user's question.",
             "Please read the README before opening an issue.",
         ] {
             assert!(markers(text).is_empty(), "{text:?}: {:?}", markers(text));

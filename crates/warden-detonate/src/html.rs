@@ -86,6 +86,9 @@ pub fn html(r: &Report) -> String {
     let evidence: HashSet<u64> = r.findings.iter().flat_map(|f| f.evidence.clone()).collect();
     findings(&mut o, r);
     tools(&mut o, r);
+    if let Some(l) = &r.llm {
+        transcript(&mut o, l);
+    }
     o.push_str("<h2>Timeline</h2>\n");
     strip(&mut o, &r.events, &evidence);
     events(&mut o, &r.events, &evidence);
@@ -100,11 +103,14 @@ fn findings(o: &mut String, r: &Report) {
     }
     for f in &r.findings {
         let sev = name_of(f.severity);
-        let tool = f
+        let mut tool = f
             .tool
             .as_ref()
             .map(|t| format!(" · tool <code>{}</code>", esc(t)))
             .unwrap_or_default();
+        if f.llm_only {
+            tool.push_str(" · found by the LLM phase only");
+        }
         let links: Vec<String> = f
             .evidence
             .iter()
@@ -164,6 +170,55 @@ fn tools(o: &mut String, r: &Report) {
         );
     }
     o.push_str("</table>\n");
+}
+
+/// Full mode's transcript: each task, the model's words and calls (linked to their events)
+/// and what the tools gave back.
+fn transcript(o: &mut String, l: &serde_json::Value) {
+    let n = |k: &str| l[k].as_u64().unwrap_or(0);
+    let _ = writeln!(
+        o,
+        "<h2>Model</h2>\n<p>{}:{} · {} calls ({} invalid) · {} tokens · {} ms · {}</p>",
+        esc(l["provider"].as_str().unwrap_or("?")),
+        esc(l["model"].as_str().unwrap_or("?")),
+        n("calls"),
+        n("invalid_calls"),
+        n("prompt_tokens") + n("completion_tokens"),
+        n("wall_ms"),
+        esc(l["stopped"].as_str().unwrap_or(""))
+    );
+    for t in l["tasks"].as_array().into_iter().flatten() {
+        let _ = write!(
+            o,
+            "<details><summary>{} ({})</summary>\n<table>",
+            esc(t["id"].as_str().unwrap_or("?")),
+            esc(t["kind"].as_str().unwrap_or("?"))
+        );
+        for m in t["messages"].as_array().into_iter().flatten() {
+            let mut text = esc(m["text"].as_str().unwrap_or(""));
+            for c in m["calls"].as_array().into_iter().flatten() {
+                let link = c["event"]
+                    .as_u64()
+                    .map(|id| format!(" <a href=\"#e{id}\">#{id}</a>"))
+                    .unwrap_or_else(|| " (invalid: not made)".into());
+                let _ = write!(
+                    text,
+                    "<br>→ <code>{}</code> {}{link}",
+                    esc(c["name"].as_str().unwrap_or("?")),
+                    esc(&c["arguments"].to_string())
+                );
+            }
+            let _ = writeln!(
+                o,
+                "<tr><td>{}</td><td class=\"d desc\">{text}</td></tr>",
+                esc(m["role"].as_str().unwrap_or("?"))
+            );
+        }
+        if let Some(end) = t["ended"].as_str() {
+            let _ = writeln!(o, "<tr><td>ended</td><td>{}</td></tr>", esc(end));
+        }
+        o.push_str("</table></details>\n");
+    }
 }
 
 /// The spans to draw: the install and start-up windows (first to last event in them) and each
@@ -301,6 +356,7 @@ mod tests {
             tool: None,
             tools: vec![],
             evidence: vec![],
+            llm_only: false,
         };
         let mut r = Report {
             schema: "warden.report/v1",
@@ -316,6 +372,7 @@ mod tests {
             events: vec![],
             sandbox: serde_json::json!({}),
             warden_version: "0",
+            llm: None,
             location: None,
         };
         r.tools = vec![serde_json::json!({

@@ -15,6 +15,7 @@ pub mod content;
 pub mod fetch;
 pub mod harness;
 pub mod html;
+pub mod llm;
 pub mod metadata;
 pub mod payloads;
 pub mod phases;
@@ -59,6 +60,8 @@ pub struct Options {
     pub allow_host_proc: bool,
     /// Progress on stderr.
     pub progress: bool,
+    /// Full mode: a language model drives the server too.
+    pub llm: Option<llm::Settings>,
 }
 
 impl Default for Options {
@@ -75,6 +78,7 @@ impl Default for Options {
             adversarial: true,
             allow_host_proc: false,
             progress: false,
+            llm: None,
         }
     }
 }
@@ -94,7 +98,8 @@ pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_ru
         phases::verdict::happened(start.blocked.as_ref(), &observed.session, &observed.events);
     let windows = observed.session.windows.clone();
     let tool_of = move |w: Option<&str>| w.and_then(|w| windows.get(w).cloned());
-    let findings = phases::verdict::findings(&rules, &observed.events, &tool_of);
+    let mut findings = phases::verdict::findings(&rules, &observed.events, &tool_of);
+    phases::verdict::mark_llm_only(&mut findings, &observed.events);
     let score = report::score(&findings);
     let session = &observed.session;
     let tools = session
@@ -113,7 +118,11 @@ pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_ru
     let report = Report {
         schema: "warden.report/v1",
         target: start.resolved.display.clone(),
-        mode: "fast",
+        mode: if options.llm.is_some() {
+            "full"
+        } else {
+            "fast"
+        },
         verdict: phases::verdict::verdict(score, inconclusive.as_ref()),
         why: inconclusive,
         score,
@@ -135,6 +144,7 @@ pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_ru
         events: observed.events,
         sandbox: serde_json::to_value(&start.policy).unwrap_or_default(),
         warden_version: env!("CARGO_PKG_VERSION"),
+        llm: session.llm.clone(),
         location: start.resolved.location.clone(),
     };
     Ok((report, rules))

@@ -35,6 +35,9 @@ pub struct Report {
     pub sandbox: Value,
     /// This Warden.
     pub warden_version: &'static str,
+    /// Full mode: the model, its tallies and the transcript.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub llm: Option<Value>,
     /// The manifest or entry file findings point at (SARIF).
     #[serde(skip)]
     pub location: Option<String>,
@@ -145,7 +148,7 @@ impl Report {
                         "artifactLocation": { "uri": uri },
                         "region": { "startLine": 1 }
                     }}],
-                    "properties": { "severity": f.severity, "category": f.category, "evidence": f.evidence },
+                    "properties": { "severity": f.severity, "category": f.category, "evidence": f.evidence, "llm_only": f.llm_only },
                 })
             })
             .collect();
@@ -233,6 +236,36 @@ impl Report {
         if let Some(why) = &self.why {
             lines.insert(1, stopped_short(self.verdict, why));
         }
+        if let Some(l) = &self.llm {
+            lines.push(format!(
+                "full mode: {}:{} made {} calls ({} invalid), {} tokens, {} ms",
+                clean(l["provider"].as_str().unwrap_or("?")),
+                clean(
+                    &l["model"]
+                        .as_str()
+                        .unwrap_or("?")
+                        .chars()
+                        .take(30)
+                        .collect::<String>()
+                ),
+                l["calls"],
+                l["invalid_calls"],
+                l["prompt_tokens"].as_u64().unwrap_or(0)
+                    + l["completion_tokens"].as_u64().unwrap_or(0),
+                l["wall_ms"]
+            ));
+            lines.push(format!(
+                "model phase: {}",
+                clean(
+                    &l["stopped"]
+                        .as_str()
+                        .unwrap_or("?")
+                        .chars()
+                        .take(60)
+                        .collect::<String>()
+                )
+            ));
+        }
         let width = lines.iter().map(|l| l.chars().count()).max().unwrap_or(0) + 2;
         out.push_str(&format!("+{}+\n", "-".repeat(width)));
         for l in &lines {
@@ -258,11 +291,12 @@ impl Report {
                 (None, _) => String::new(),
             };
             out.push_str(&format!(
-                "{} {} ({}){}: {}\n",
+                "{} {} ({}){}{}: {}\n",
                 sev(f.severity),
                 f.rule,
                 name_of(f.category),
                 tool,
+                if f.llm_only { " [LLM phase only]" } else { "" },
                 clean(&f.message)
             ));
             for id in f.evidence.iter().take(5) {
@@ -299,6 +333,7 @@ mod tests {
             tool: None,
             tools: vec![],
             evidence: vec![],
+            llm_only: false,
         }
     }
 

@@ -189,6 +189,10 @@ pub struct Finding {
     pub tools: Vec<String>,
     /// Ids of the events it rests on.
     pub evidence: Vec<u64>,
+    /// Only the LLM phase of a full-mode detonation triggered it: every event it rests on
+    /// happened in a tool call the model made.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub llm_only: bool,
 }
 
 /// The overall judgement.

@@ -217,6 +217,7 @@ pub fn evaluate(
                 tool,
                 tools: Vec::new(),
                 evidence: list.iter().take(MAX_EVIDENCE).map(|e| e.id).collect(),
+                llm_only: false,
             });
         }
     }

@@ -83,6 +83,30 @@ pub struct DetonateArgs {
     /// sees the container's processes and their command lines).
     #[arg(long)]
     pub allow_host_proc: bool,
+    /// `fast`: the deterministic harness alone. `full`: a language model (--llm) then drives
+    /// the server like a user's agent, with benign and adversarial tasks.
+    #[arg(long, value_name = "MODE", default_value = "fast", value_parser = ["fast", "full"])]
+    pub mode: String,
+    /// Full mode's model: `openai:MODEL` (any OpenAI-compatible /v1/chat/completions with
+    /// tools), `anthropic:MODEL` or `ollama:MODEL`.
+    #[arg(long, value_name = "PROVIDER:MODEL")]
+    pub llm: Option<String>,
+    /// The provider's base URL (default: its public API; Ollama: http://127.0.0.1:11434).
+    #[arg(long, value_name = "URL")]
+    pub llm_url: Option<String>,
+    /// The environment variable holding the API key (default: OPENAI_API_KEY or
+    /// ANTHROPIC_API_KEY). The key is never logged or written to the report.
+    #[arg(long, value_name = "NAME")]
+    pub llm_key_env: Option<String>,
+    /// Tool calls the model may make in all.
+    #[arg(long, value_name = "N", default_value_t = 30)]
+    pub llm_budget: u32,
+    /// Tokens (prompt and completion) the model may use in all.
+    #[arg(long, value_name = "N", default_value_t = 200_000)]
+    pub llm_tokens: u64,
+    /// Time the model's phase may take, on top of --timeout.
+    #[arg(long, value_name = "DURATION", default_value = "300s")]
+    pub llm_timeout: String,
 }
 
 /// `warden rules list|validate|test`

@@ -104,6 +104,7 @@ fn detonate(args: &DetonateArgs) -> Result<Gate> {
         adversarial: !args.no_payloads,
         allow_host_proc: args.allow_host_proc,
         progress: std::io::stderr().is_terminal(),
+        llm: llm_settings(args, &duration)?,
     };
     let jail = warden_jail::Jail::current_exe()?;
     let (report, rules) = warden_detonate::detonate(&jail, &options)?;
@@ -146,4 +147,53 @@ fn detonate(args: &DetonateArgs) -> Result<Gate> {
         }
     }
     Ok(if tripped { Gate::Tripped } else { Gate::Passed })
+}
+
+/// Full mode's model from the flags: `None` in fast mode; an error for a full mode without a
+/// usable `--llm`, or an `--llm` without full mode.
+fn llm_settings(
+    args: &DetonateArgs,
+    duration: &dyn Fn(&str, &str) -> Result<std::time::Duration>,
+) -> Result<Option<warden_detonate::llm::Settings>> {
+    use warden_detonate::llm::{Provider, Settings};
+    let spec = match (args.mode.as_str(), &args.llm) {
+        ("fast", None) => return Ok(None),
+        ("fast", Some(_)) => anyhow::bail!("--llm needs --mode full"),
+        (_, None) => anyhow::bail!("--mode full needs --llm PROVIDER:MODEL"),
+        (_, Some(spec)) => spec,
+    };
+    let (provider, model) = spec
+        .split_once(':')
+        .filter(|(_, m)| !m.is_empty())
+        .with_context(|| format!("--llm {spec:?}: expected PROVIDER:MODEL"))?;
+    let provider = Provider::parse(provider).with_context(|| {
+        format!("--llm {spec:?}: the provider is one of openai, anthropic, ollama")
+    })?;
+    let key_env = args.llm_key_env.as_deref().or(provider.key_env());
+    let key = key_env
+        .and_then(|name| std::env::var(name).ok())
+        .filter(|k| !k.is_empty());
+    if key.is_none() && args.llm_key_env.is_some() {
+        anyhow::bail!("--llm-key-env: {} is not set", key_env.unwrap_or(""));
+    }
+    let url = args
+        .llm_url
+        .clone()
+        .unwrap_or_else(|| provider.default_url().to_owned());
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        anyhow::bail!("--llm-url {url:?}: expected an http:// or https:// URL");
+    }
+    if args.llm_budget == 0 {
+        anyhow::bail!("--llm-budget: at least one call");
+    }
+    Ok(Some(Settings {
+        provider,
+        model: model.to_owned(),
+        url,
+        key,
+        max_calls: args.llm_budget,
+        max_tokens: args.llm_tokens,
+        max_time: duration(&args.llm_timeout, "--llm-timeout")?,
+        request_timeout: std::time::Duration::from_secs(120),
+    }))
 }

@@ -18,6 +18,7 @@ use warden_jail::{Jail, Policy, TraceLink};
 use crate::payloads::{self, Payload};
 use crate::{args, metadata};
 
+mod agent;
 mod reading;
 mod repeat;
 
@@ -67,6 +68,8 @@ pub struct Session {
     pub timeouts: u32,
     /// How the server's sandbox ended.
     pub end: ServerEnd,
+    /// Full mode's transcript and tallies (the report's `llm`).
+    pub llm: Option<Value>,
 }
 
 /// How the server's sandbox ended, as far as the harness saw it.
@@ -111,6 +114,8 @@ pub struct Settings {
     pub adversarial: bool,
     /// Progress lines on stderr.
     pub progress: bool,
+    /// Full mode: the model that plays the agent.
+    pub llm: Option<crate::llm::Settings>,
 }
 
 /// Hex SHA-256 of `text`.
@@ -129,8 +134,9 @@ struct Ctx<'a> {
     deadline: Instant,
     session: Session,
     canaries: warden_trace::Canaries,
-    /// The calls being made are repeats of a benign one (not counted as benign calls again).
-    repeating: bool,
+    /// The kind of the calls being made when they are not the harness's own benign ones
+    /// (`repeat`, `llm`): they are not counted as benign calls.
+    kind: Option<&'static str>,
 }
 
 impl Ctx<'_> {
@@ -323,10 +329,13 @@ pub fn run(
     let mut ctx = Ctx {
         link: &link,
         settings,
-        deadline: Instant::now() + settings.budget,
+        // Full mode's phase has a time budget of its own, on top of the session's.
+        deadline: Instant::now()
+            + settings.budget
+            + settings.llm.as_ref().map_or(Duration::ZERO, |l| l.max_time),
         session: Session::default(),
         canaries: warden_trace::Canaries::new(link.canaries()),
-        repeating: false,
+        kind: None,
     };
     let result = rt.block_on(async {
         let stdin = tokio::process::ChildStdin::from_std(stdin)?;
@@ -540,6 +549,13 @@ async fn session(
     tracing::debug!("calls done");
     // What else the model would read: resources, templates, prompts.
     reading::read_all(ctx, &client, &resources_first).await;
+    // Full mode: a model drives the server like a user's agent.
+    if let Some(settings) = ctx.settings.llm.clone() {
+        ctx.session.llm = Some(match crate::llm::Model::new(settings) {
+            Ok(model) => agent::drive(ctx, &client, &tools, &model, &nonce).await,
+            Err(e) => json!({ "stopped": e.to_string() }),
+        });
+    }
     // The same lists again: did anything change behind our back?
     ctx.progress("listing tools again");
     if let Ok(Ok(again)) = tokio::time::timeout(
@@ -722,8 +738,7 @@ async fn call(
 ) -> Result<Outcome> {
     let kind = match payload {
         Some((_, p)) => p.kind.name(),
-        None if ctx.repeating => "repeat",
-        None => "benign",
+        None => ctx.kind.unwrap_or("benign"),
     };
     ctx.progress(&format!("{tool} ({kind})"));
     // Arguments are kept in the event only up to 2 KiB (a schema default can be megabytes).
@@ -774,7 +789,7 @@ async fn call(
     // Refused by the server's own argument validation (not merely failed at its work, like a
     // file that does not exist).
     let invalid = timed_out || (is_error && (error.is_some() || validation_error(&output)));
-    let benign = payload.is_none() && !ctx.repeating;
+    let benign = payload.is_none() && ctx.kind.is_none();
     if benign && !is_error {
         ctx.session
             .benign_outputs

@@ -151,9 +151,9 @@ pub(super) async fn repeat(
         if ctx.left().is_zero() {
             break;
         }
-        ctx.repeating = true;
+        ctx.kind = Some("repeat");
         let o = call(ctx, client, tool, arguments.clone(), None, nonce).await;
-        ctx.repeating = false;
+        ctx.kind = None;
         let o = o?;
         if o.timed_out {
             break;

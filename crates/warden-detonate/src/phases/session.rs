@@ -45,6 +45,7 @@ pub fn session(
                 budget: options.budget,
                 adversarial: options.adversarial,
                 progress: options.progress,
+                llm: options.llm.clone(),
             };
             harness::run(jail, &start.policy, &start.resolved.argv, &settings)?
         }
@@ -149,6 +150,19 @@ fn merge(install: Vec<Event>, session: Vec<Event>, s: &mut Session) -> Vec<Event
         Some(n) => format!("tool_call:{}", n + offset),
         None => w.to_owned(),
     };
+    // The transcript's calls name their events.
+    if let Some(tasks) = s.llm.as_mut().and_then(|l| l["tasks"].as_array_mut()) {
+        for m in tasks
+            .iter_mut()
+            .flat_map(|t| t["messages"].as_array_mut().into_iter().flatten())
+        {
+            for c in m["calls"].as_array_mut().into_iter().flatten() {
+                if let Some(id) = c["event"].as_u64() {
+                    c["event"] = json!(id + offset);
+                }
+            }
+        }
+    }
     s.windows = s
         .windows
         .iter()

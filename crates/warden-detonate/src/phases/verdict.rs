@@ -193,6 +193,33 @@ pub fn findings(
     warden_rules::evaluate(rules, events, tool_of)
 }
 
+/// Mark the findings that only the LLM phase triggered: every event they rest on is one of
+/// the model's tool calls or happened in one's window.
+pub fn mark_llm_only(findings: &mut [Finding], events: &[Event]) {
+    let llm: std::collections::HashSet<u64> = events
+        .iter()
+        .filter(|e| e.kind == EventKind::McpToolCall && e.data["kind"] == "llm")
+        .map(|e| e.id)
+        .collect();
+    if llm.is_empty() {
+        return;
+    }
+    let by_model = |id: &u64| {
+        llm.contains(id)
+            || events.iter().find(|e| e.id == *id).is_some_and(|e| {
+                e.triggered_by
+                    .as_deref()
+                    .and_then(|w| w.strip_prefix("tool_call:"))
+                    .and_then(|n| n.parse::<u64>().ok())
+                    .is_some_and(|n| llm.contains(&n))
+                    || e.data["call"].as_u64().is_some_and(|n| llm.contains(&n))
+            })
+    };
+    for f in findings.iter_mut() {
+        f.llm_only = !f.evidence.is_empty() && f.evidence.iter().all(by_model);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

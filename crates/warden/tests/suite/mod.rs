@@ -3,6 +3,7 @@ mod common;
 mod containers;
 mod detonate;
 mod escape;
+mod full_mode;
 mod inconclusive;
 mod jail_api;
 mod limits;

@@ -1175,7 +1175,27 @@ fn fill_the_workspace(s: &mut Configured, backing: &str) {
 pub fn what_a_killed_server_left_is_swept_by_the_next() {
     let tmp = tempfile::tempdir().unwrap();
     let env = [("TMPDIR", tmp.path())];
-    let (mut child, mut stdin, mut stdout) = stdio_session_with(&[], &env);
+    killed_after_one_call(&[], &env);
+    let left: Vec<std::path::PathBuf> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(left.len(), 1, "{left:?}");
+    let mounted = || mounts_under(tmp.path());
+    assert_eq!(mounted(), 1, "the workspace's tmpfs is left");
+    idle_for_two_minutes(&left[0]);
+    let (mut next, stdin, _stdout) = stdio_session_with(&[], &env);
+    assert!(!left[0].exists(), "swept");
+    assert_eq!(mounted(), 0, "unmounted");
+    drop(stdin);
+    next.wait().unwrap();
+}
+
+/// A server (started with `args` and `env`) that ran one command, then was killed (SIGKILL):
+/// its pid.
+fn killed_after_one_call(args: &[&str], env: &[(&str, &std::path::Path)]) -> u32 {
+    let (mut child, mut stdin, mut stdout) = stdio_session_with(args, env);
     let v = request(
         &mut stdin,
         &mut stdout,
@@ -1186,32 +1206,26 @@ pub fn what_a_killed_server_left_is_swept_by_the_next() {
     assert_eq!(tool_result(&v)["exit_code"], 0, "{v}");
     child.kill().unwrap();
     child.wait().unwrap();
-    let left: Vec<std::path::PathBuf> = std::fs::read_dir(tmp.path())
+    child.id()
+}
+
+/// How many mounts lie under `dir`.
+fn mounts_under(dir: &std::path::Path) -> usize {
+    std::fs::read_to_string("/proc/self/mountinfo")
         .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    assert_eq!(left.len(), 1, "{left:?}");
-    let mounted = || {
-        std::fs::read_to_string("/proc/self/mountinfo")
-            .unwrap()
-            .lines()
-            .filter(|l| l.contains(tmp.path().to_str().unwrap()))
-            .count()
-    };
-    assert_eq!(mounted(), 1, "the workspace's tmpfs is left");
-    // Idle for over a minute, as far as the sweep can tell.
+        .lines()
+        .filter(|l| l.contains(dir.to_str().unwrap()))
+        .count()
+}
+
+/// Make `path` look idle for two minutes, as far as a sweep can tell.
+fn idle_for_two_minutes(path: &std::path::Path) {
     let st = Command::new("touch")
         .args(["-d", "2 minutes ago"])
-        .arg(&left[0])
+        .arg(path)
         .status()
         .unwrap();
     assert!(st.success());
-    let (mut next, stdin, _stdout) = stdio_session_with(&[], &env);
-    assert!(!left[0].exists(), "swept");
-    assert_eq!(mounted(), 0, "unmounted");
-    drop(stdin);
-    next.wait().unwrap();
 }
 
 /// Under an operator's `workspace_root`, a killed server leaves its session's workspace with
@@ -1224,22 +1238,12 @@ pub fn a_killed_servers_workspace_under_the_operators_root_is_swept() {
     let cfg = dir.path().join("c.toml");
     std::fs::write(&cfg, format!("workspace_root = '{}'\n", root.display())).unwrap();
     let args = ["--config", cfg.to_str().unwrap()];
-    let (mut child, mut stdin, mut stdout) = stdio_session_with(&args, &[]);
-    let v = request(
-        &mut stdin,
-        &mut stdout,
-        2,
-        "tools/call",
-        r#"{"name":"run_command","arguments":{"command":"echo x > note"}}"#,
-    );
-    assert_eq!(tool_result(&v)["exit_code"], 0, "{v}");
-    child.kill().unwrap();
-    child.wait().unwrap();
+    let pid = killed_after_one_call(&args, &[]);
     let operators = ["s-notes", "s4000000-1.bak", "shared"];
     for name in operators {
         std::fs::create_dir(root.join(name)).unwrap();
     }
-    let prefix = format!("s{}-", child.id());
+    let prefix = format!("s{pid}-");
     let session = std::fs::read_dir(&root)
         .unwrap()
         .flatten()
@@ -1247,22 +1251,11 @@ pub fn a_killed_servers_workspace_under_the_operators_root_is_swept() {
         .find(|n| n.starts_with(&prefix))
         .expect("the session's workspace is left");
     let left = [root.join(&session), root.join(".quota").join(&session)];
-    let mounted = || {
-        std::fs::read_to_string("/proc/self/mountinfo")
-            .unwrap()
-            .lines()
-            .filter(|l| l.contains(root.to_str().unwrap()))
-            .count()
-    };
+    let mounted = || mounts_under(&root);
     assert_eq!(mounted(), 1, "the workspace's image is left mounted");
     for path in &left {
         assert!(path.exists(), "{path:?} is left");
-        let st = Command::new("touch")
-            .args(["-d", "2 minutes ago"])
-            .arg(path)
-            .status()
-            .unwrap();
-        assert!(st.success());
+        idle_for_two_minutes(path);
     }
     let (mut next, stdin, _stdout) = stdio_session_with(&args, &[]);
     for path in &left {

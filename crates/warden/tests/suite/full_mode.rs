@@ -1,0 +1,224 @@
+//! Full mode (`--mode full --llm PROVIDER:MODEL`) against a fake provider of our own on
+//! loopback (`fixtures/llm/fake_provider.py`), in each wire format: scripted calls (valid,
+//! to a tool that does not exist, with arguments that are not JSON), a model that loops, one
+//! that answers garbage, one that refuses the key, and the call budget. Each detonation runs
+//! with the fake provider in a network namespace of its own (`unshare --net`, loopback up).
+
+use serde_json::Value;
+
+use super::common::{fixtures, warden_bin};
+
+/// The fake key: it must reach the provider and never the report.
+const KEY: &str = "sk-test-fake-key-9c1f7e2d4b";
+
+/// Detonate `server` in full mode against the fake `provider` playing `script`; the report,
+/// the provider's request log and the exit code.
+fn full(server: &str, provider: &str, script: &str, extra: &[&str]) -> (Value, Vec<Value>, i32) {
+    let dir = tempfile::tempdir().unwrap();
+    let port = dir.path().join("port");
+    let log = dir.path().join("log");
+    let fake = fixtures().join("llm/fake_provider.py");
+    let target = fixtures().join("mcp/servers").join(server);
+    let key_env = match provider {
+        "anthropic" => "ANTHROPIC_API_KEY",
+        _ => "OPENAI_API_KEY",
+    };
+    let mut args = vec![
+        "detonate".to_owned(),
+        "--output".into(),
+        "json".into(),
+        "--no-payloads".into(),
+        "--mode".into(),
+        "full".into(),
+        "--llm".into(),
+        format!("{provider}:fake-model"),
+        "--mcp-command".into(),
+        format!("/usr/bin/python3 {}", target.display()),
+    ];
+    if provider == "ollama" {
+        args.extend(["--llm-key-env".into(), "OPENAI_API_KEY".into()]);
+    }
+    args.extend(extra.iter().map(|s| (*s).to_owned()));
+    let quoted: Vec<String> = args.iter().map(|a| shell_quote(a)).collect();
+    let script_text = format!(
+        "ip link set lo up || exit 90\n\
+         /usr/bin/python3 {fake} {provider} {script} {port} {log} &\n\
+         fake=$!\n\
+         for _ in $(seq 200); do [ -f {port} ] && break; sleep 0.05; done\n\
+         {key_env}={KEY} {warden} {args} --llm-url http://127.0.0.1:$(cat {port})\n\
+         code=$?\nkill $fake\nexit $code\n",
+        fake = fake.display(),
+        port = port.display(),
+        log = log.display(),
+        warden = warden_bin(),
+        args = quoted.join(" "),
+    );
+    let out = std::process::Command::new("unshare")
+        .args(["--net", "sh", "-c", &script_text])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("unshare runs");
+    let code = out.status.code().unwrap_or(-1);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !stdout.contains(KEY) && !stderr.contains(KEY),
+        "the key leaked into the output"
+    );
+    let report: Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("{e}: exit {code}\n{stdout}\n{stderr}"));
+    let requests = std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    (report, requests, code)
+}
+
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+fn finding<'a>(r: &'a Value, rule: &str) -> Option<&'a Value> {
+    r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["rule"] == rule)
+}
+
+/// In each provider's format, the model's calls run through the harness: the harm only the
+/// model's choice of argument brings out is found and marked `llm_only`, its call names the
+/// event it became, invalid calls are answered and counted, the key reaches the provider only.
+#[test]
+pub fn a_scripted_model_drives_the_server_in_each_wire_format() {
+    for provider in ["openai", "anthropic", "ollama"] {
+        let (r, requests, code) = full("notes.py", provider, "scripted", &[]);
+        assert_eq!(code, 0, "{provider}: {}", r["why"]);
+        assert_eq!(r["mode"], "full");
+        super::detonate::assert_valid(&fixtures().join("../schemas/warden.report.v1.json"), &r);
+        let llm = &r["llm"];
+        assert_eq!(llm["provider"], provider);
+        assert!(llm["calls"].as_u64().unwrap() >= 1, "{provider}: {llm}");
+        assert!(
+            llm["invalid_calls"].as_u64().unwrap() >= 2,
+            "{provider}: {llm}"
+        );
+        assert!(llm["prompt_tokens"].as_u64().unwrap() >= 100, "{llm}");
+        let read = finding(&r, "sensitive-file-read")
+            .unwrap_or_else(|| panic!("{provider}: {}", r["findings"]));
+        assert_eq!(read["llm_only"], true, "{read}");
+        assert_eq!(read["tool"], "read_note");
+        // The transcript's call names its mcp.tool_call event, with the model's arguments.
+        let call = llm["tasks"][0]["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|m| m["calls"].as_array().cloned().unwrap_or_default())
+            .find(|c| c["name"] == "read_note" && c["invalid"] == false)
+            .unwrap_or_else(|| panic!("{llm}"));
+        let id = call["event"].as_u64().unwrap();
+        let event = r["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["id"] == id)
+            .unwrap();
+        assert_eq!(event["kind"], "mcp.tool_call");
+        assert_eq!(event["data"]["kind"], "llm");
+        assert_eq!(event["data"]["arguments"]["name"], "secrets");
+        // The request was in the provider's shape, with the key where it belongs.
+        let first = &requests[0];
+        let (path, auth) = match provider {
+            "openai" => ("/v1/chat/completions", format!("Bearer {KEY}")),
+            "anthropic" => ("/v1/messages", KEY.to_owned()),
+            _ => ("/api/chat", format!("Bearer {KEY}")),
+        };
+        assert_eq!(first["path"], path);
+        assert_eq!(first["auth"], auth.as_str());
+        assert_eq!(first["body"]["model"], "fake-model");
+        if provider == "anthropic" {
+            assert_eq!(first["version"], "2023-06-01");
+        }
+        // The fast-mode findings are not marked.
+        for f in r["findings"].as_array().unwrap() {
+            if f["rule"] == "mutating-tool" || f["rule"] == "destructive-tool" {
+                assert!(f.get("llm_only").is_none(), "{f}");
+            }
+        }
+    }
+}
+
+/// A model that loops, answers garbage or refuses the key costs its task, never the
+/// detonation; the call budget holds.
+#[test]
+pub fn bad_models_and_budgets_are_handled() {
+    let (r, _, code) = full("notes.py", "openai", "loop", &[]);
+    assert_eq!(code, 0, "{}", r["why"]);
+    let ended: Vec<&str> = r["llm"]["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["ended"].as_str())
+        .collect();
+    assert!(ended.iter().any(|e| e.contains("same call")), "{ended:?}");
+
+    let (r, _, code) = full("notes.py", "openai", "garbage", &[]);
+    assert_eq!(code, 0, "{}", r["why"]);
+    assert!(r["why"].is_null(), "the detonation still happened");
+    assert!(
+        r["llm"]["tasks"][0]["ended"]
+            .as_str()
+            .unwrap_or("")
+            .contains("could not be read"),
+        "{}",
+        r["llm"]
+    );
+
+    let (r, requests, code) = full("notes.py", "anthropic", "refuse", &[]);
+    assert_eq!(code, 0, "{}", r["why"]);
+    assert_eq!(requests.len(), 1, "a refused key is not tried again");
+    assert!(
+        r["llm"]["stopped"].as_str().unwrap().contains("refused"),
+        "{}",
+        r["llm"]
+    );
+
+    let (r, _, _) = full("notes.py", "openai", "scripted", &["--llm-budget", "1"]);
+    assert_eq!(r["llm"]["calls"], 1, "{}", r["llm"]);
+    assert!(
+        r["llm"]["stopped"]
+            .as_str()
+            .unwrap()
+            .contains("call budget"),
+        "{}",
+        r["llm"]
+    );
+}
+
+/// Full mode's flags are checked before anything runs.
+#[test]
+pub fn full_mode_needs_a_model() {
+    let run = |args: &[&str]| {
+        std::process::Command::new(warden_bin())
+            .arg("detonate")
+            .args(args)
+            .args(["--mcp-command", "true"])
+            .output()
+            .unwrap()
+    };
+    for (args, says) in [
+        (vec!["--mode", "full"], "--llm"),
+        (vec!["--llm", "openai:x"], "--mode full"),
+        (
+            vec!["--mode", "full", "--llm", "bard:x"],
+            "openai, anthropic, ollama",
+        ),
+        (vec!["--mode", "full", "--llm", "openai"], "PROVIDER:MODEL"),
+    ] {
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
