@@ -2,8 +2,9 @@
 # Installs everything Warden's tests need on a fresh Debian or Ubuntu machine, as root, and
 # only what is missing (safe to run again): the system packages (a C compiler, Python with
 # venv, Node and npm, git, util-linux's unshare, e2fsprogs, iproute2), the official MCP
-# Python SDK in a virtual environment of its own (the system interpreter is left alone), the public MCP servers
-# the detonation tests run against, and the MCP conformance suite and Inspector CLI.
+# Python SDK in a virtual environment of its own (the system interpreter is left alone), the
+# public MCP servers the detonation tests run against, the small local model of full mode's
+# end-to-end test, and the MCP conformance suite and Inspector CLI.
 # The README's test command runs it: ./setup.sh && cargo test --workspace
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -32,4 +33,5 @@ mkdir -p "$dest"
     2>/dev/null || "$dest/sdk/bin/pip" install --quiet --disable-pip-version-check 'mcp==2.3.0'
 
 fixtures/real/install.sh
+fixtures/llm/install.sh
 conformance/install.sh

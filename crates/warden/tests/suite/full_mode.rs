@@ -15,9 +15,28 @@ const KEY: &str = "sk-test-fake-key-9c1f7e2d4b";
 /// the provider's request log and the exit code.
 fn full(server: &str, provider: &str, script: &str, extra: &[&str]) -> (Value, Vec<Value>, i32) {
     let dir = tempfile::tempdir().unwrap();
-    let port = dir.path().join("port");
     let log = dir.path().join("log");
-    let fake = fixtures().join("llm/fake_provider.py");
+    let fake = format!(
+        "/usr/bin/python3 {} {provider} {script} PORT {}",
+        fixtures().join("llm/fake_provider.py").display(),
+        log.display()
+    );
+    let (report, code) = full_with(server, &fake, provider, extra);
+    let requests = std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    (report, requests, code)
+}
+
+/// Detonate `server` in full mode against the model served by `model_cmd` (a shell command
+/// that writes its port to the file `PORT` names) in `provider`'s format; the report and the
+/// exit code.
+fn full_with(server: &str, model_cmd: &str, provider: &str, extra: &[&str]) -> (Value, i32) {
+    let dir = tempfile::tempdir().unwrap();
+    let port = dir.path().join("port");
+    let model_cmd = model_cmd.replace("PORT", &port.display().to_string());
     let target = fixtures().join("mcp/servers").join(server);
     let key_env = match provider {
         "anthropic" => "ANTHROPIC_API_KEY",
@@ -42,14 +61,12 @@ fn full(server: &str, provider: &str, script: &str, extra: &[&str]) -> (Value, V
     let quoted: Vec<String> = args.iter().map(|a| shell_quote(a)).collect();
     let script_text = format!(
         "ip link set lo up || exit 90\n\
-         /usr/bin/python3 {fake} {provider} {script} {port} {log} &\n\
+         {model_cmd} &\n\
          fake=$!\n\
-         for _ in $(seq 200); do [ -f {port} ] && break; sleep 0.05; done\n\
+         for _ in $(seq 600); do [ -f {port} ] && break; sleep 0.05; done\n\
          {key_env}={KEY} {warden} {args} --llm-url http://127.0.0.1:$(cat {port})\n\
          code=$?\nkill $fake\nexit $code\n",
-        fake = fake.display(),
         port = port.display(),
-        log = log.display(),
         warden = warden_bin(),
         args = quoted.join(" "),
     );
@@ -67,12 +84,7 @@ fn full(server: &str, provider: &str, script: &str, extra: &[&str]) -> (Value, V
     );
     let report: Value = serde_json::from_str(&stdout)
         .unwrap_or_else(|e| panic!("{e}: exit {code}\n{stdout}\n{stderr}"));
-    let requests = std::fs::read_to_string(&log)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
-    (report, requests, code)
+    (report, code)
 }
 
 fn shell_quote(s: &str) -> String {
@@ -221,4 +233,75 @@ pub fn full_mode_needs_a_model() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(says), "{args:?}: {err}");
     }
+}
+
+/// End to end with a real small model running locally: SmolLM2-135M on the CPU behind
+/// `fixtures/llm/smollm_server.mjs` (OpenAI-compatible, its answers constrained by a JSON-schema
+/// grammar), installed by `setup.sh`. The model's calls are real tool calls of the server,
+/// each in the transcript with its event; what it finds depends on the model.
+#[test]
+pub fn a_real_small_model_drives_a_server() {
+    let dir = std::path::Path::new("/opt/warden-real-servers/llm");
+    if !dir.join("SmolLM2-135M-Instruct.Q4_1.gguf").exists()
+        || !dir
+            .join("node_modules/node-llama-cpp/dist/index.js")
+            .exists()
+    {
+        eprintln!(
+            "skipped: the local model is not installed (fixtures/llm/install.sh could not reach \
+             PyPI or npm)"
+        );
+        return;
+    }
+    let server = format!(
+        "node {} {} PORT",
+        fixtures().join("llm/smollm_server.mjs").display(),
+        dir.display()
+    );
+    let (r, code) = full_with(
+        "notes.py",
+        &server,
+        "openai",
+        &["--llm-budget", "4", "--llm-timeout", "240s"],
+    );
+    assert_eq!(code, 0, "{}", r["why"]);
+    assert_eq!(r["mode"], "full");
+    let llm = &r["llm"];
+    assert!(llm["requests"].as_u64().unwrap() >= 1, "{llm}");
+    assert!(
+        llm["calls"].as_u64().unwrap() + llm["invalid_calls"].as_u64().unwrap() >= 1,
+        "the grammar makes the model call a tool on its first turn: {llm}"
+    );
+    assert!(llm["completion_tokens"].as_u64().unwrap() > 0, "{llm}");
+    let made: Vec<u64> = llm["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|t| t["messages"].as_array().cloned().unwrap_or_default())
+        .flat_map(|m| m["calls"].as_array().cloned().unwrap_or_default())
+        .filter_map(|c| c["event"].as_u64())
+        .collect();
+    for id in &made {
+        let e = r["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["id"] == *id)
+            .unwrap_or_else(|| panic!("event {id}"));
+        assert_eq!(e["data"]["kind"], "llm", "{e}");
+    }
+    eprintln!(
+        "real model: {} calls ({} invalid), {} tokens, {} ms, llm-only findings: {:?}",
+        llm["calls"],
+        llm["invalid_calls"],
+        llm["prompt_tokens"].as_u64().unwrap_or(0) + llm["completion_tokens"].as_u64().unwrap_or(0),
+        llm["wall_ms"],
+        r["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["llm_only"] == true)
+            .map(|f| f["rule"].as_str().unwrap_or(""))
+            .collect::<Vec<_>>()
+    );
 }
