@@ -165,27 +165,32 @@ pub fn a_scripted_model_drives_the_server_in_each_wire_format() {
 /// detonation; the call budget holds.
 #[test]
 pub fn bad_models_and_budgets_are_handled() {
-    let (r, _, code) = full("notes.py", "openai", "loop", &[]);
-    assert_eq!(code, 0, "{}", r["why"]);
-    let ended: Vec<&str> = r["llm"]["tasks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|t| t["ended"].as_str())
-        .collect();
-    assert!(ended.iter().any(|e| e.contains("same call")), "{ended:?}");
+    for provider in ["openai", "anthropic", "ollama"] {
+        let (r, _, code) = full("notes.py", provider, "loop", &[]);
+        assert_eq!(code, 0, "{}", r["why"]);
+        let ended: Vec<&str> = r["llm"]["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| t["ended"].as_str())
+            .collect();
+        assert!(
+            ended.iter().any(|e| e.contains("same call")),
+            "{provider}: {ended:?}"
+        );
 
-    let (r, _, code) = full("notes.py", "openai", "garbage", &[]);
-    assert_eq!(code, 0, "{}", r["why"]);
-    assert!(r["why"].is_null(), "the detonation still happened");
-    assert!(
-        r["llm"]["tasks"][0]["ended"]
-            .as_str()
-            .unwrap_or("")
-            .contains("could not be read"),
-        "{}",
-        r["llm"]
-    );
+        let (r, _, code) = full("notes.py", provider, "garbage", &[]);
+        assert_eq!(code, 0, "{}", r["why"]);
+        assert!(r["why"].is_null(), "the detonation still happened");
+        assert!(
+            r["llm"]["tasks"][0]["ended"]
+                .as_str()
+                .unwrap_or("")
+                .contains("could not be read"),
+            "{provider}: {}",
+            r["llm"]
+        );
+    }
 
     let (r, requests, code) = full("notes.py", "anthropic", "refuse", &[]);
     assert_eq!(code, 0, "{}", r["why"]);
