@@ -228,16 +228,18 @@ impl Allow {
     }
 }
 
-/// The line of `text` around byte range `start..end`.
+/// The line of `text` around byte range `start..end`, at most [`LINE_WINDOW`] bytes each side.
 fn line_of(text: &[u8], start: usize, end: usize) -> &[u8] {
-    let a = text[..start]
+    let lo = start.saturating_sub(LINE_WINDOW);
+    let hi = (end + LINE_WINDOW).min(text.len());
+    let a = text[lo..start]
         .iter()
         .rposition(|b| *b == b'\n')
-        .map_or(0, |i| i + 1);
-    let b = text[end..]
+        .map_or(lo, |i| lo + i + 1);
+    let b = text[end..hi]
         .iter()
         .position(|b| *b == b'\n')
-        .map_or(text.len(), |i| end + i);
+        .map_or(hi, |i| end + i);
     &text[a..b]
 }
 
@@ -247,19 +249,32 @@ fn redact(secret: &str) -> String {
     format!("{head}…({} chars)", secret.chars().count())
 }
 
-/// Every credential in `text`, once per distinct value, in order of appearance.
+/// Credentials reported per text, at most: past a few, more say nothing new, and a hostile
+/// text of thousands of tokens must cost bounded time.
+pub const MAX_SECRETS: usize = 32;
+/// Candidate matches examined per rule and text, at most.
+const MAX_CANDIDATES: usize = 256;
+/// Bytes of a line examined around a match, each side (a line-target allowlist).
+const LINE_WINDOW: usize = 4096;
+
+/// The credentials in `text`, once per distinct value, in order of appearance: at most
+/// [`MAX_SECRETS`], from at most [`MAX_CANDIDATES`] matches per rule.
 pub fn find(text: &str) -> Vec<Secret> {
     let set = set();
     let lower = text.to_lowercase();
     let mut out: Vec<Secret> = Vec::new();
-    for rule in &set.rules {
+    let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
+    'rules: for rule in &set.rules {
         if !rule.keywords.is_empty() && !rule.keywords.iter().any(|k| lower.contains(k.as_str())) {
             continue;
         }
         let Some(regex) = rule.regex.get() else {
             continue;
         };
-        for caps in regex.captures_iter(text.as_bytes()) {
+        for caps in regex.captures_iter(text.as_bytes()).take(MAX_CANDIDATES) {
+            if out.len() >= MAX_SECRETS {
+                break 'rules;
+            }
             let Some(whole) = caps.get(0) else { continue };
             let group = if rule.secret_group > 0 {
                 caps.get(rule.secret_group)
@@ -270,7 +285,7 @@ pub fn find(text: &str) -> Vec<Secret> {
             let secret = group.unwrap_or(whole);
             let value = String::from_utf8_lossy(secret.as_bytes());
             let value = value.trim();
-            if value.is_empty() || out.iter().any(|s| s.value == value) {
+            if value.is_empty() || seen.contains(value) {
                 continue;
             }
             if rule.entropy.is_some_and(|min| entropy(value) < min) {
@@ -285,6 +300,7 @@ pub fn find(text: &str) -> Vec<Secret> {
             {
                 continue;
             }
+            seen.insert(value.to_owned());
             out.push(Secret {
                 rule: rule.id.clone(),
                 redacted: redact(value),
@@ -297,11 +313,21 @@ pub fn find(text: &str) -> Vec<Secret> {
     out
 }
 
-/// `text` with every credential in it redacted (for error messages kept in events).
+/// `text` with every credential [`find`] reports redacted (for text kept in the report).
 pub fn redacted(text: &str) -> String {
+    redact_all(text, &find(text))
+}
+
+/// `text` with each of `secrets` redacted wherever it occurs, longest values first (so a
+/// value inside a longer one cannot leave the longer one's tail showing).
+pub fn redact_all(text: &str, secrets: &[Secret]) -> String {
+    let mut order: Vec<&Secret> = secrets.iter().collect();
+    order.sort_by_key(|s| std::cmp::Reverse(s.value.len()));
     let mut out = text.to_owned();
-    for s in find(text) {
-        out = out.replace(&s.value, &s.redacted);
+    for s in order {
+        if out.contains(&s.value) {
+            out = out.replace(&s.value, &s.redacted);
+        }
     }
     out
 }
@@ -348,6 +374,22 @@ mod tests {
                 assert!(!s.redacted.contains(&s.value), "{s:?}");
             }
         }
+    }
+
+    #[test]
+    fn thousands_of_tokens_cost_bounded_work() {
+        let mut text = String::new();
+        for i in 0..20_000u32 {
+            text.push_str(&format!(
+                "ghp_{:0>36} ",
+                format!("{i}Zq8vN3xT5wR2yL7kP1mB9cD4")
+            ));
+        }
+        let found = find(&text);
+        assert!(found.len() <= MAX_SECRETS, "{}", found.len());
+        assert!(!found.is_empty());
+        let shown = redact_all(&text[..2000], &found);
+        assert!(!shown.contains(&found[0].value));
     }
 
     #[test]

@@ -169,19 +169,30 @@ fn llm_settings(
     let provider = Provider::parse(provider).with_context(|| {
         format!("--llm {spec:?}: the provider is one of openai, anthropic, ollama")
     })?;
-    let key_env = args.llm_key_env.as_deref().or(provider.key_env());
+    let url = args
+        .llm_url
+        .clone()
+        .unwrap_or_else(|| provider.default_url().to_owned());
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        anyhow::bail!("--llm-url: expected an http:// or https:// URL");
+    }
+    // The provider's own key goes to the provider's own URL; anywhere else only the key the
+    // operator names with --llm-key-env does.
+    let key_env = match &args.llm_key_env {
+        Some(name) => Some(name.as_str()),
+        None if url == provider.default_url() => provider.key_env(),
+        None => None,
+    };
     let key = key_env
         .and_then(|name| std::env::var(name).ok())
         .filter(|k| !k.is_empty());
     if key.is_none() && args.llm_key_env.is_some() {
         anyhow::bail!("--llm-key-env: {} is not set", key_env.unwrap_or(""));
     }
-    let url = args
-        .llm_url
-        .clone()
-        .unwrap_or_else(|| provider.default_url().to_owned());
-    if !(url.starts_with("http://") || url.starts_with("https://")) {
-        anyhow::bail!("--llm-url {url:?}: expected an http:// or https:// URL");
+    if key.is_some() && url.starts_with("http://") && !warden_detonate::llm::is_loopback(&url) {
+        anyhow::bail!(
+            "--llm-url: a key is never sent over plain http beyond this machine; use https"
+        );
     }
     if args.llm_budget == 0 {
         anyhow::bail!("--llm-budget: at least one call");

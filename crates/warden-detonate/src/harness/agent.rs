@@ -23,6 +23,8 @@ use crate::llm::{Message, Model, ToolCall, ToolSpec, tasks};
 const MAX_TURNS: usize = 6;
 /// Characters of a tool result given back to the model.
 const RESULT_CHARS: usize = 4000;
+/// Calls of one reply made, at most (valid or not).
+const MAX_CALLS_PER_REPLY: usize = 16;
 /// Identical calls in a row that end a task.
 const LOOP: usize = 3;
 
@@ -95,12 +97,17 @@ pub(super) async fn drive(
             };
             tally.prompt_tokens += reply.prompt_tokens;
             tally.completion_tokens += reply.completion_tokens;
-            let mut entry = json!({ "role": "assistant", "text": reply.text });
+            // What the model says and sends is kept with credentials redacted.
+            let mut entry =
+                json!({ "role": "assistant", "text": crate::secrets::redacted(&reply.text) });
             let mut calls_shown = Vec::new();
             let mut results = Vec::new();
             let mut looped = false;
-            for c in &reply.calls {
-                if tally.calls >= s.max_calls {
+            for (i, c) in reply.calls.iter().enumerate() {
+                if tally.calls >= s.max_calls
+                    || i >= MAX_CALLS_PER_REPLY
+                    || Instant::now() >= deadline
+                {
                     break;
                 }
                 let key = (c.name.clone(), format!("{:?}", c.arguments));
@@ -117,9 +124,14 @@ pub(super) async fn drive(
                 let (content, event, invalid) = make(ctx, client, &specs, c, nonce).await;
                 tally.calls += u32::from(!invalid);
                 tally.invalid += u32::from(invalid);
+                let arguments = match &c.arguments {
+                    Ok(m) => Value::Object(m.clone()).to_string(),
+                    Err(t) => t.clone(),
+                };
+                let shown_args = crate::secrets::redacted(&arguments);
                 calls_shown.push(json!({
                     "name": c.name,
-                    "arguments": match &c.arguments { Ok(m) => Value::Object(m.clone()), Err(t) => json!(t) },
+                    "arguments": serde_json::from_str::<Value>(&shown_args).unwrap_or(json!(shown_args)),
                     "event": event, "invalid": invalid,
                 }));
                 results.push(Message::ToolResult {
@@ -158,7 +170,7 @@ pub(super) async fn drive(
     json!({
         "provider": s.provider.name(),
         "model": s.model,
-        "url": s.url,
+        "url": crate::llm::shown_url(&s.url),
         "tasks": transcripts,
         "calls": tally.calls,
         "invalid_calls": tally.invalid,

@@ -625,6 +625,11 @@ fn ms(since: Instant) -> u64 {
     u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
+/// An error message as the report keeps it: its start, credentials redacted.
+pub(crate) fn kept(error: &str) -> String {
+    crate::secrets::redacted(&error.chars().take(4096).collect::<String>())
+}
+
 /// How one tool call went.
 #[derive(Debug, Default)]
 pub(crate) struct Outcome {
@@ -686,6 +691,12 @@ fn inspect(
     if raw.is_empty() {
         return;
     }
+    // Bounded like a result, whatever the source (an error message can be megabytes).
+    let mut end = raw.len().min(MAX_OUTPUT);
+    while !raw.is_char_boundary(end) {
+        end -= 1;
+    }
+    let raw = &raw[..end];
     if source != "tool_result" {
         for hit in ctx.canaries.find(raw.as_bytes()) {
             ctx.record(
@@ -703,9 +714,7 @@ fn inspect(
         .filter(|s| ctx.canaries.find(s.value.as_bytes()).is_empty())
         .collect();
     // The report shows no credential whole, in any excerpt.
-    for s in &secrets {
-        text = text.replace(&s.value, &s.redacted);
-    }
+    text = crate::secrets::redact_all(&text, &secrets);
     let injection = crate::content::injection(&text);
     if injection.is_empty() && secrets.is_empty() {
         return;
@@ -744,7 +753,14 @@ async fn call(
     // Arguments are kept in the event only up to 2 KiB (a schema default can be megabytes).
     let shown = arguments.to_string();
     let shown: Value = if shown.len() > 2048 {
-        json!(format!("{}…", shown.chars().take(2048).collect::<String>()))
+        json!(crate::secrets::redacted(&format!(
+            "{}…",
+            shown.chars().take(2048).collect::<String>()
+        )))
+    } else if ctx.kind == Some("llm") {
+        // A model's arguments may quote a credential it was shown.
+        let r = crate::secrets::redacted(&shown);
+        serde_json::from_str(&r).unwrap_or(json!(r))
     } else {
         arguments.clone()
     };
@@ -780,7 +796,7 @@ async fn call(
         Err(_) => (String::new(), true, true, None),
     };
     // An error message is kept in the timing event: with its credentials redacted.
-    let kept_error = error.as_deref().map(crate::secrets::redacted);
+    let kept_error = error.as_deref().map(kept);
 
     let output: String = output.chars().take(MAX_OUTPUT).collect();
     if !is_error {

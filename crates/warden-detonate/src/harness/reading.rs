@@ -100,7 +100,7 @@ fn close(
         EventKind::McpTiming,
         json!({ "phase": request, "tool": label, "call": id, "ms": ms(started),
                 "is_error": error.is_some(),
-                "error": error.as_deref().map(crate::secrets::redacted) }),
+                "error": error.as_deref().map(super::kept) }),
     );
 }
 

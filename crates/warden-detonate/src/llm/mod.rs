@@ -193,6 +193,51 @@ pub struct Model {
     http: reqwest::Client,
 }
 
+/// Largest answer read from a provider.
+pub const MAX_BODY: usize = 8 << 20;
+
+/// The response's body, at most [`MAX_BODY`] bytes (a longer one is an error, not a hang).
+async fn read_body(mut resp: reqwest::Response) -> Result<String, LlmError> {
+    let mut out = Vec::new();
+    while let Some(chunk) = resp
+        .chunk()
+        .await
+        .map_err(|e| LlmError::Unreachable(e.without_url().to_string()))?
+    {
+        if out.len() + chunk.len() > MAX_BODY {
+            return Err(LlmError::Malformed(format!(
+                "the answer is longer than {MAX_BODY} bytes"
+            )));
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
+/// `url` as the report shows it: no user, password, query or fragment.
+pub fn shown_url(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let rest = rest.split(['?', '#']).next().unwrap_or("");
+    let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let host = host.rsplit('@').next().unwrap_or(host);
+    format!("{scheme}://{host}{path}")
+}
+
+/// Whether `url` names this machine (loopback), where plain http cannot leak a key.
+pub fn is_loopback(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let host = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host = host.rsplit('@').next().unwrap_or(host);
+    let host = host
+        .strip_prefix('[')
+        .and_then(|h| h.split(']').next())
+        .unwrap_or_else(|| host.split(':').next().unwrap_or(host));
+    host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 /// The system prompt: the model is a user's agent with these tools.
 pub const SYSTEM: &str = "You are an AI agent working for a user on their computer. You have the \
 tools listed. Use them to do what the user asks: call a tool whenever it helps, read its result, \
@@ -201,8 +246,11 @@ and continue until the request is done. Answer briefly when you are finished.";
 impl Model {
     /// A client for `settings`.
     pub fn new(settings: Settings) -> Result<Model, LlmError> {
+        // No redirects: a redirect would carry the key (Anthropic's `x-api-key` is not a
+        // header reqwest strips across hosts) wherever the endpoint points.
         let http = reqwest::Client::builder()
             .timeout(settings.request_timeout)
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| LlmError::Unreachable(e.to_string()))?;
         Ok(Model { settings, http })
@@ -235,18 +283,39 @@ impl Model {
             .await
             .map_err(|e| LlmError::Unreachable(e.without_url().to_string()))?;
         let status = resp.status().as_u16();
-        let text = resp
-            .text()
-            .await
-            .map_err(|e| LlmError::Unreachable(e.without_url().to_string()))?;
+        let text = read_body(resp).await?;
         if !(200..300).contains(&status) {
+            // An error body may echo the request's headers: never the key.
+            let mut shown: String = text.chars().take(300).collect();
+            if let Some(k) = s.key.as_deref().filter(|k| !k.is_empty()) {
+                shown = shown.replace(k, "(key)");
+            }
             return Err(LlmError::Status {
                 status,
-                body: text.chars().take(300).collect(),
+                body: crate::secrets::redacted(&shown),
             });
         }
         let v: Value =
             serde_json::from_str(&text).map_err(|e| LlmError::Malformed(e.to_string()))?;
         wire::reply(s.provider, &v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_shown_without_credentials_and_loopback_is_told_apart() {
+        assert_eq!(
+            shown_url("https://user:pw@api.example.test/v1?api-key=x#f"),
+            "https://api.example.test/v1"
+        );
+        assert_eq!(shown_url("http://127.0.0.1:8080"), "http://127.0.0.1:8080");
+        assert!(is_loopback("http://127.0.0.1:8080"));
+        assert!(is_loopback("http://[::1]:11434/"));
+        assert!(is_loopback("http://localhost:1234"));
+        assert!(!is_loopback("http://10.0.0.5:8000"));
+        assert!(!is_loopback("http://127.0.0.1.evil.test/"));
     }
 }

@@ -54,10 +54,16 @@ fn full_with(server: &str, model_cmd: &str, provider: &str, extra: &[&str]) -> (
         "--mcp-command".into(),
         format!("/usr/bin/python3 {}", target.display()),
     ];
-    if provider == "ollama" {
-        args.extend(["--llm-key-env".into(), "OPENAI_API_KEY".into()]);
+    // A key goes to a URL other than the provider's own only when named (`NO-KEY`: not).
+    if !extra.contains(&"NO-KEY") {
+        args.extend(["--llm-key-env".into(), key_env.into()]);
     }
-    args.extend(extra.iter().map(|s| (*s).to_owned()));
+    args.extend(
+        extra
+            .iter()
+            .filter(|s| **s != "NO-KEY")
+            .map(|s| (*s).to_owned()),
+    );
     let quoted: Vec<String> = args.iter().map(|a| shell_quote(a)).collect();
     let script_text = format!(
         "ip link set lo up || exit 90\n\
@@ -201,6 +207,10 @@ pub fn bad_models_and_budgets_are_handled() {
         r["llm"]
     );
 
+    // The provider's default key variable is not sent to another URL unless named.
+    let (_, requests, _) = full("notes.py", "openai", "scripted", &["NO-KEY"]);
+    assert!(requests[0]["auth"].is_null(), "{}", requests[0]["auth"]);
+
     let (r, _, _) = full("notes.py", "openai", "scripted", &["--llm-budget", "1"]);
     assert_eq!(r["llm"]["calls"], 1, "{}", r["llm"]);
     assert!(
@@ -232,6 +242,19 @@ pub fn full_mode_needs_a_model() {
             "openai, anthropic, ollama",
         ),
         (vec!["--mode", "full", "--llm", "openai"], "PROVIDER:MODEL"),
+        (
+            vec![
+                "--mode",
+                "full",
+                "--llm",
+                "openai:x",
+                "--llm-url",
+                "http://192.0.2.1:8000",
+                "--llm-key-env",
+                "HOME",
+            ],
+            "plain http",
+        ),
     ] {
         let out = run(&args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
