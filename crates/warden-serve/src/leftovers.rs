@@ -21,6 +21,31 @@ fn live() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// A live server's hold on a folder it owns (its state folder, a session's `.quota/ID`): an
+/// exclusive `flock`, which a sweeping server in any pid namespace sees, so a live session is
+/// never taken for an abandoned one however old its folder looks.
+#[derive(Debug)]
+pub(crate) struct Held {
+    _lock: nix::fcntl::Flock<std::fs::File>,
+}
+
+/// Hold `dir` for as long as the returned value lives (`None` if it cannot be opened or
+/// locked: the folder is then only protected by its age).
+pub(crate) fn hold(dir: &Path) -> Option<Held> {
+    let f = std::fs::File::open(dir).ok()?;
+    nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock)
+        .ok()
+        .map(|lock| Held { _lock: lock })
+}
+
+/// Whether a live server holds `dir`.
+fn held(dir: &Path) -> bool {
+    let Ok(f) = std::fs::File::open(dir) else {
+        return false;
+    };
+    nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockSharedNonblock).is_err()
+}
+
 /// Remove `path` (a folder) if the server is ended by a signal.
 pub(crate) fn register(path: &Path) {
     live().push(path.to_owned());
@@ -34,9 +59,11 @@ pub(crate) fn unregister(path: &Path) {
 /// What a server killed with SIGKILL left in `dir`: folders named `PREFIX<pid>-…` (state
 /// folders in the temporary folder, sessions' workspaces, snapshot stores and disk images
 /// under an operator's `workspace_root`) after an owner whose pid is gone, untouched for a
-/// minute (a pid another pid namespace shows is not judged by this one's `/proc` alone), with
-/// the workspaces mounted in them unmounted first.
-pub(crate) fn sweep_dead(dir: &Path, prefix: &str) {
+/// minute, and not held (a live server holds `held_at/NAME`: its state folder, or a session's
+/// `.quota/ID` — the workspace itself is a mount point, whose lock would be on the mounted
+/// file system). The pid and age alone could not tell a live server of another pid namespace
+/// from a dead one; its lock can. Workspaces mounted in them are unmounted first.
+pub(crate) fn sweep_dead(dir: &Path, prefix: &str, held_at: &Path) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
@@ -55,6 +82,7 @@ pub(crate) fn sweep_dead(dir: &Path, prefix: &str) {
         });
         if !ours
             || !warden_jail::abandoned::by_owner(&e, prefix, std::time::Duration::from_secs(60))
+            || held(&held_at.join(e.file_name()))
         {
             continue;
         }

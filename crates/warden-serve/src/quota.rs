@@ -3,8 +3,9 @@
 //!
 //! - in the server's private folder (the default), a size-limited tmpfs mounted on it;
 //! - under an operator's `workspace_root` (on disk, not in memory), a sparse ext4 image of the
-//!   same size, loop-mounted on it, kept in `WORKSPACE_ROOT/.quota/SESSION/` and removed with
-//!   the workspace. Where no loop device can be had (a container without `/dev/loop-control`),
+//!   same size, loop-mounted on it, kept in `WORKSPACE_ROOT/.quota/SESSION/` (created new,
+//!   never a link: the root must be the server user's own folder) and removed with the
+//!   workspace. Where no loop device can be had (a container without `/dev/loop-control`),
 //!   a tmpfs instead.
 //!
 //! The shared workspace (`shared_workspace`) is the operator's own lasting folder, read after
@@ -72,18 +73,25 @@ fn tmpfs(dir: &Path, bytes: u64) -> nix::Result<()> {
 /// only as it fills; no blocks are reserved for root (the sandbox's commands run as root in
 /// their namespace, and the quota is the whole image).
 fn image(dir: &Path, bytes: u64, images: &Path) -> Result<(), String> {
-    std::fs::create_dir_all(images).map_err(|e| format!("creating {}: {e}", images.display()))?;
+    use std::os::unix::fs::OpenOptionsExt;
     let img = images.join("workspace.ext4");
-    let f = std::fs::File::create(&img).map_err(|e| format!("creating the image: {e}"))?;
+    // A new file, never a link or anything there before.
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(&img)
+        .map_err(|e| format!("creating the image: {e}"))?;
     f.set_len(bytes)
         .map_err(|e| format!("sizing the image: {e}"))?;
     drop(f);
     run(Command::new("mkfs.ext4")
         .args(["-q", "-F", "-m", "0", "-O", "^has_journal"])
-        .args(["-E", "nodiscard,root_owner=0:0"])
+        .args(["-E", "nodiscard,root_owner=0:0", "--"])
         .arg(&img))?;
     run(Command::new("mount")
-        .args(["-o", "loop,nosuid,nodev"])
+        .args(["-t", "ext4", "-o", "loop,nosuid,nodev", "--"])
         .arg(&img)
         .arg(dir))?;
     // The workspace starts empty, as a tmpfs one does.

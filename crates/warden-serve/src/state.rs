@@ -66,6 +66,8 @@ pub struct Shared {
     pub validators: HashMap<&'static str, jsonschema::Validator>,
     /// The server's private directory.
     state_dir: tempfile::TempDir,
+    /// Held while the server lives, so no other server sweeps it.
+    _state_held: Option<crate::leftovers::Held>,
     /// The `warden` executable (the jail's helper, the validation worker).
     exe: PathBuf,
     /// Validation workers running at once: all cores but one, so a flood of expensive
@@ -88,10 +90,12 @@ impl Shared {
         };
         // What servers killed with SIGKILL left; this one's folder is named after its pid so a
         // later server can tell.
-        crate::leftovers::sweep_dead(&std::env::temp_dir(), "warden-serve-");
+        let tmp = std::env::temp_dir();
+        crate::leftovers::sweep_dead(&tmp, "warden-serve-", &tmp);
         if let Some(root) = &config.settings.workspace_root {
+            let held_at = root.join(".quota");
             for dir in [root.clone(), root.join(".snapshots"), root.join(".quota")] {
-                crate::leftovers::sweep_dead(&dir, crate::leftovers::SESSION);
+                crate::leftovers::sweep_dead(&dir, crate::leftovers::SESSION, &held_at);
             }
         }
         let state_dir = tempfile::Builder::new()
@@ -99,6 +103,7 @@ impl Shared {
             .tempdir()
             .map_err(io(&std::env::temp_dir()))?;
         crate::leftovers::register(state_dir.path());
+        let state_held = crate::leftovers::hold(state_dir.path());
         let audit_path = config
             .settings
             .audit_log
@@ -139,6 +144,7 @@ impl Shared {
             specs,
             validators,
             state_dir,
+            _state_held: state_held,
             exe,
             validation_slots: Semaphore::new(
                 std::thread::available_parallelism()
@@ -178,11 +184,26 @@ impl Shared {
 }
 
 /// Create `dir` (and parents) and make it accessible to root only: workspaces and snapshot
-/// stores below it hold the sessions' data.
+/// stores below it hold the sessions' data. It must be a real folder of the server's own user
+/// (not a link, not someone else's): a folder another user controls could have links planted
+/// where the server creates, formats and mounts its session folders.
 fn private_dir(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
     std::fs::create_dir_all(dir)?;
+    let m = std::fs::symlink_metadata(dir)?;
+    if !m.is_dir() || m.uid() != nix::unistd::geteuid().as_raw() {
+        return Err(std::io::Error::other(format!(
+            "{} must be a folder owned by the server's user, not a link",
+            dir.display()
+        )));
+    }
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+}
+
+/// Create `dir`, which must not exist yet (a session's own folder: nothing planted there
+/// beforehand is ever used).
+fn fresh_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir(dir)
 }
 
 /// One client session.
@@ -195,6 +216,9 @@ pub struct Session {
     /// Cancelled when the client goes away (stdio EOF): every call of the session stops at once.
     pub closed: CancellationToken,
     workspace: OnceLock<Result<(PathBuf, crate::quota::Backing), String>>,
+    /// Held while the session lives (its `.quota/ID` under an operator's root), so no other
+    /// server sweeps it.
+    held: std::sync::Mutex<Option<crate::leftovers::Held>>,
 }
 
 impl Session {
@@ -207,6 +231,7 @@ impl Session {
             shared,
             closed,
             workspace: OnceLock::new(),
+            held: std::sync::Mutex::new(None),
         }
     }
 
@@ -232,8 +257,29 @@ impl Session {
                 } else {
                     root.join(&self.id)
                 };
+                let lasting_root = settings.workspace_root.is_some() && !settings.shared_workspace;
+                let quota_dir = root.join(".quota").join(&self.id);
                 private_dir(&root)
-                    .and_then(|()| std::fs::create_dir_all(&path))
+                    .and_then(|()| {
+                        if settings.shared_workspace {
+                            std::fs::create_dir_all(&path)
+                        } else {
+                            fresh_dir(&path)
+                        }
+                    })
+                    .and_then(|()| {
+                        // Under an operator's root: the session's `.quota/ID`, held.
+                        if lasting_root {
+                            private_dir(&root.join(".quota"))?;
+                            fresh_dir(&quota_dir)?;
+                            *self
+                                .held
+                                .lock()
+                                .unwrap_or_else(std::sync::PoisonError::into_inner) =
+                                crate::leftovers::hold(&quota_dir);
+                        }
+                        Ok(())
+                    })
                     .map(|()| {
                         // A session's own workspace goes with it, also on a signal.
                         if !settings.shared_workspace {
@@ -246,14 +292,10 @@ impl Session {
                         let backing = if settings.shared_workspace {
                             crate::quota::Backing::Unbounded
                         } else {
-                            let images = settings
-                                .workspace_root
-                                .is_some()
-                                .then(|| root.join(".quota").join(&self.id));
                             crate::quota::limit(
                                 &path,
                                 settings.workspace_max_bytes,
-                                images.as_deref(),
+                                lasting_root.then_some(quota_dir.as_path()),
                             )
                         };
                         (path, backing)

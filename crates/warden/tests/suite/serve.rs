@@ -1268,3 +1268,66 @@ pub fn a_killed_servers_workspace_under_the_operators_root_is_swept() {
     drop(stdin);
     next.wait().unwrap();
 }
+
+/// A session folder under the operator's root that looks abandoned (its pid is not alive here,
+/// it is old) but is held — as a live server in another pid namespace holds its sessions — is
+/// not swept; once released, it is.
+#[test]
+pub fn a_held_session_folder_is_never_swept() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    let id = "s4000001-1";
+    for d in [root.join(id), root.join(".quota").join(id)] {
+        std::fs::create_dir_all(&d).unwrap();
+        idle_for_two_minutes(&d);
+    }
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(&cfg, format!("workspace_root = '{}'\n", root.display())).unwrap();
+    let args = ["--config", cfg.to_str().unwrap()];
+    // --no-fork: the lock is the process's own, gone when it is killed.
+    let mut holder = Command::new("flock")
+        .arg("--no-fork")
+        .arg(root.join(".quota").join(id))
+        .args(["sleep", "60"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let (mut server, stdin, _stdout) = stdio_session_with(&args, &[]);
+    drop(stdin);
+    server.wait().unwrap();
+    assert!(root.join(id).exists(), "held: not swept");
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let (mut server, stdin, _stdout) = stdio_session_with(&args, &[]);
+    drop(stdin);
+    server.wait().unwrap();
+    assert!(!root.join(id).exists(), "released and abandoned: swept");
+}
+
+/// An operator's root that is a link, or another user's folder, is refused: the server never
+/// creates, formats or mounts session folders where someone else could have planted links.
+#[test]
+pub fn a_root_the_server_does_not_own_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = dir.path().join("real");
+    std::fs::create_dir(&real).unwrap();
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let theirs = dir.path().join("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+    for root in [&link, &theirs] {
+        let mut s = Configured::start(|_| format!("workspace_root = '{}'\n", root.display()));
+        let v = s.call(r#"{"name":"run_command","arguments":{"command":"echo x"}}"#);
+        assert!(
+            v.to_string().contains("owned by the server's user"),
+            "{root:?}: {v}"
+        );
+        s.close();
+        assert_eq!(
+            std::fs::read_dir(&real).unwrap().count(),
+            0,
+            "nothing made through the link"
+        );
+    }
+}
