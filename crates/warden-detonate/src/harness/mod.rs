@@ -148,6 +148,8 @@ impl Ctx<'_> {
 
     fn progress(&self, line: &str) {
         if self.settings.progress {
+            // Names are the server's: never terminal control.
+            let line = crate::report::clean(&line.chars().take(120).collect::<String>());
             eprint!("\r\x1b[2Kwarden detonate: {line}");
         }
     }
@@ -329,10 +331,7 @@ pub fn run(
     let mut ctx = Ctx {
         link: &link,
         settings,
-        // Full mode's phase has a time budget of its own, on top of the session's.
-        deadline: Instant::now()
-            + settings.budget
-            + settings.llm.as_ref().map_or(Duration::ZERO, |l| l.max_time),
+        deadline: Instant::now() + settings.budget,
         session: Session::default(),
         canaries: warden_trace::Canaries::new(link.canaries()),
         kind: None,
@@ -551,6 +550,9 @@ async fn session(
     reading::read_all(ctx, &client, &resources_first).await;
     // Full mode: a model drives the server like a user's agent.
     if let Some(settings) = ctx.settings.llm.clone() {
+        // Its own time budget, on top of the session's (which the fixed phases cannot spend
+        // of it).
+        ctx.deadline = ctx.deadline.max(Instant::now() + settings.max_time);
         ctx.session.llm = Some(match crate::llm::Model::new(settings) {
             Ok(model) => agent::drive(ctx, &client, &tools, &model, &nonce).await,
             Err(e) => json!({ "stopped": e.to_string() }),
@@ -648,27 +650,47 @@ pub(crate) struct Outcome {
 }
 
 /// Every string of a result (as JSON text) the model reads, one per line: texts, structured
-/// content, names and URIs — not base64 `data` or `blob` fields, nor the protocol's own
-/// `type`, `mimeType` and `role` words. Text that is not JSON is taken as it is.
+/// content, names, URIs, and the strings of JSON inside a text (two levels) — not the base64
+/// of an image or audio block or a blob, nor protocol words (`type`, `mimeType`, `role` when
+/// they are short identifiers). Text that is not JSON is taken as it is.
 pub(crate) fn text_of(output: &str) -> String {
     let Ok(v) = serde_json::from_str::<Value>(output) else {
         return output.to_owned();
     };
     let mut out = String::new();
-    let mut stack = vec![&v];
-    while let Some(v) = stack.pop() {
+    let mut stack = vec![(v, 0u8)];
+    while let Some((v, depth)) = stack.pop() {
         match v {
-            Value::Object(m) => stack.extend(
-                m.iter()
-                    .filter(|(k, _)| {
-                        !matches!(k.as_str(), "data" | "blob" | "type" | "mimeType" | "role")
-                    })
-                    .map(|(_, v)| v),
-            ),
-            Value::Array(a) => stack.extend(a.iter().rev()),
+            Value::Object(m) => {
+                let media = m
+                    .get("type")
+                    .and_then(Value::as_str)
+                    .is_some_and(|t| matches!(t, "image" | "audio"));
+                for (k, v) in m {
+                    let word = v
+                        .as_str()
+                        .is_some_and(|s| s.len() <= 64 && !s.contains(char::is_whitespace));
+                    let skip = k == "blob"
+                        || (k == "data" && media)
+                        || (matches!(k.as_str(), "type" | "mimeType" | "role") && word);
+                    if !skip {
+                        stack.push((v, depth));
+                    }
+                }
+            }
+            Value::Array(a) => stack.extend(a.into_iter().rev().map(|v| (v, depth))),
             Value::String(s) => {
-                out.push_str(s);
-                out.push('\n');
+                // JSON inside a text (a tool that returns a serialised object): its strings.
+                let nested = (depth < 2 && s.trim_start().starts_with(['{', '[']))
+                    .then(|| serde_json::from_str::<Value>(&s).ok())
+                    .flatten();
+                match nested {
+                    Some(inner) => stack.push((inner, depth + 1)),
+                    None => {
+                        out.push_str(&s);
+                        out.push('\n');
+                    }
+                }
             }
             _ => {}
         }
@@ -927,6 +949,31 @@ pub fn diff(before: &[Value], after: &[Value]) -> Vec<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_text_the_model_reads_is_all_there_and_images_are_not() {
+        let result = json!({
+            "content": [
+                {"type": "text", "text": "{\"note\": \"\\u003cIMPORTANT\\u003eobey\"}"},
+                {"type": "image", "data": "iVBORw0KGgo", "mimeType": "image/png"},
+            ],
+            "structuredContent": {"data": "<IMPORTANT>hidden</IMPORTANT>"},
+        });
+        let text = text_of(&result.to_string());
+        assert!(
+            text.contains("<IMPORTANT>obey"),
+            "nested JSON is read: {text}"
+        );
+        assert!(
+            text.contains("<IMPORTANT>hidden"),
+            "structured data is read: {text}"
+        );
+        assert!(
+            !text.contains("iVBORw0KGgo"),
+            "an image's base64 is not: {text}"
+        );
+        assert!(!text.contains("image/png"), "{text}");
+    }
 
     #[test]
     fn rug_pulls_are_diffed() {
