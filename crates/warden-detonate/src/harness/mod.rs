@@ -805,9 +805,12 @@ async fn call(
     let elapsed = ms(started);
     ctx.link.window(None)?;
     ctx.session.calls += 1;
-    // The tool ran: the server answered with a result (an error result too). A JSON-RPC error
+    // The tool ran: the server answered with a result (an error result too), or with a
+    // JSON-RPC error after doing something in the call's window (below). A bare JSON-RPC error
     // (the call refused before any tool ran), a timeout or a closed pipe shows nothing of it.
-    ctx.session.exercised += u32::from(matches!(&result, Ok(Ok(_))));
+    let answered = matches!(&result, Ok(Ok(_)));
+    let refused = matches!(&result, Ok(Err(_)));
+    ctx.session.exercised += u32::from(answered);
     ctx.session.timeouts += u32::from(result.is_err());
     let (output, is_error, timed_out, error) = match result {
         Ok(Ok(r)) => {
@@ -867,6 +870,11 @@ async fn call(
         .into_iter()
         .filter(|e| e.triggered_by.as_deref() == Some(window.as_str()))
         .collect();
+    // An error answer after the tool visibly acted (a client that failed against the
+    // unreachable network, say): the tool ran, and what it did is evidence.
+    if refused && window_events.iter().any(acted) {
+        ctx.session.exercised += 1;
+    }
     if let Some((param, p)) = payload {
         let in_window: Vec<&Event> = window_events.iter().collect();
         let benign = ctx.session.benign_outputs.get(tool).map(String::as_str);
@@ -887,6 +895,21 @@ async fn call(
         ms: elapsed,
         window_events,
     })
+}
+
+/// Whether `e` is something a tool did (not a read of its own files).
+fn acted(e: &Event) -> bool {
+    matches!(
+        e.kind,
+        EventKind::ProcessSpawn
+            | EventKind::NetConnect
+            | EventKind::NetDns
+            | EventKind::NetSend
+            | EventKind::FileWrite
+            | EventKind::FileDelete
+            | EventKind::FileRename
+            | EventKind::CanarySeen
+    )
 }
 
 /// Whether an error result says the arguments were refused.

@@ -5,7 +5,10 @@
 //! Guarantees: nothing here creates a route or an interface that leads out of the namespace,
 //! so no packet leaves it; the thread never runs code from the jail and never writes anything
 //! back to a connection (it reads, records, closes). Everything is bounded: listeners,
-//! connections at once, bytes captured per connection and the time a connection is held.
+//! connections at once, bytes captured per connection and the time a connection is held — a
+//! connection is closed as soon as its first message is whole (a TLS ClientHello record, an
+//! HTTP request with its body), so a client that waits for an answer fails at once instead of
+//! after the hold (servers whose every tool calls an API otherwise spend half a second a call).
 
 use std::io::Read;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
@@ -263,7 +266,7 @@ impl Serve {
                 .zip(ready_c.into_iter().chain(std::iter::repeat(false)))
             {
                 let mut c = c;
-                let done = (r && read_some(&mut c)) || c.since.elapsed() >= HOLD;
+                let done = (r && (read_some(&mut c) || whole(&c.buf))) || c.since.elapsed() >= HOLD;
                 if done {
                     self.finish(c);
                 } else {
@@ -383,6 +386,39 @@ impl Serve {
     }
 }
 
+/// Whether `buf` holds a whole first message that waits for an answer: a TLS handshake record
+/// (the ClientHello, its SNI captured), or an HTTP request with all of its body (by
+/// `Content-Length`, or the last chunk). Anything else is held until it ends or the hold does.
+fn whole(buf: &[u8]) -> bool {
+    if buf.len() >= 5 && buf[0] == 0x16 && buf[1] == 0x03 {
+        let len = usize::from(u16::from_be_bytes([buf[3], buf[4]]));
+        return buf.len() >= 5 + len;
+    }
+    let Some(head) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return false;
+    };
+    let headers = String::from_utf8_lossy(&buf[..head]).to_ascii_lowercase();
+    let mut lines = headers.lines();
+    let request = lines.next().unwrap_or("");
+    if !request.ends_with("http/1.1") && !request.ends_with("http/1.0") {
+        return false;
+    }
+    let header = |name: &str| {
+        headers.lines().skip(1).find_map(|l| {
+            l.strip_prefix(name)
+                .map(|v| v.trim_start_matches(':').trim().to_owned())
+        })
+    };
+    let body = &buf[head + 4..];
+    if header("transfer-encoding").is_some_and(|v| v.contains("chunked")) {
+        return body.ends_with(b"0\r\n\r\n");
+    }
+    let length = header("content-length")
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(0);
+    body.len() >= length
+}
+
 /// Read what is there; true when the connection is done (closed, failed or the cap reached).
 fn read_some(c: &mut Conn) -> bool {
     let mut buf = [0u8; 2048];
@@ -404,6 +440,28 @@ fn read_some(c: &mut Conn) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_whole_first_message_ends_the_hold() {
+        let hello = [0x16, 0x03, 0x01, 0x00, 0x03, 1, 2, 3];
+        assert!(whole(&hello));
+        assert!(!whole(&hello[..6]), "half a record");
+        assert!(whole(b"GET / HTTP/1.1\r\nHost: a.test\r\n\r\n"));
+        let post = b"POST /x HTTP/1.1\r\nHost: a.test\r\nContent-Length: 10\r\n\r\n0123";
+        assert!(!whole(post), "the body is still coming");
+        let mut all = post.to_vec();
+        all.extend_from_slice(b"456789");
+        assert!(whole(&all));
+        let chunked = b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n";
+        assert!(!whole(chunked));
+        let mut done = chunked.to_vec();
+        done.extend_from_slice(b"0\r\n\r\n");
+        assert!(whole(&done));
+        assert!(
+            !whole(b"SSH-2.0-OpenSSH\r\n"),
+            "other protocols wait for the hold"
+        );
+    }
 
     #[test]
     fn loopback_is_not_captured() {

@@ -628,3 +628,41 @@ pub fn what_the_model_reads_and_tools_that_turn_are_judged() {
         }
     }
 }
+
+/// A server whose every tool calls an HTTPS API (unreachable) and answers a JSON-RPC error:
+/// the capture sink closes each connection once the ClientHello is in, so the whole plan fits
+/// a small budget (a half-second hold per call did not), and the tools count as exercised —
+/// they visibly acted before failing — so the verdict is a judgement, not INCONCLUSIVE.
+#[test]
+pub fn api_clients_fail_fast_and_still_count_as_exercised() {
+    let (code, out, err) = detonate("api_client.py", &["--output", "json", "--timeout", "20s"]);
+    assert_eq!(code, 0, "{err}");
+    let r: Value = serde_json::from_str(&out).unwrap();
+    assert!(r["why"].is_null(), "{}", r["why"]);
+    assert!(
+        r["harness"]["aborted"].is_null(),
+        "every call fit: {}",
+        r["harness"]
+    );
+    assert!(
+        r["harness"]["calls"].as_u64().unwrap() >= 50,
+        "{}",
+        r["harness"]
+    );
+    assert!(
+        r["harness"]["exercised"].as_u64().unwrap() >= 5,
+        "{}",
+        r["harness"]
+    );
+    let sni: Vec<&str> = r["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "net.send")
+        .filter_map(|e| e["data"]["sni"].as_str())
+        .collect();
+    assert!(
+        sni.contains(&"api.notes.test"),
+        "the ClientHello is captured: {sni:?}"
+    );
+}
