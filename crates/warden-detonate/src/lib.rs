@@ -4,8 +4,10 @@
 //! [`target`] works out the start command and the source folder; [`harness`] drives the
 //! session (initialize, lists, every tool with benign and adversarial arguments, the lists
 //! again), each call in its own attribution window; [`metadata`] reads the tools' own
-//! descriptions; [`payloads`] builds and recognises attacks; `warden-rules` turns the events
-//! into findings; [`report`] renders the verdict and [`html`] draws it as a page. [`detonate`]
+//! descriptions; [`content`] and [`secrets`] read what tools, resources and prompts hand the
+//! model (orders to it, credentials); [`payloads`] builds and recognises attacks; [`llm`] is
+//! full mode's model, which plays a user's agent; `warden-rules` turns the events into
+//! findings; [`report`] renders the verdict and [`html`] draws it as a page. [`detonate`]
 //! runs these as the pipeline of [`phases`]. The server never runs outside the jail, its whole
 //! tree is gone when [`detonate`] returns, and a detonation that did not happen is reported as
 //! `INCONCLUSIVE`, never as a pass.

@@ -258,7 +258,7 @@ const MAX_CANDIDATES: usize = 256;
 const LINE_WINDOW: usize = 4096;
 
 /// The credentials in `text`, once per distinct value, in order of appearance: at most
-/// [`MAX_SECRETS`], from at most [`MAX_CANDIDATES`] matches per rule.
+/// [`MAX_SECRETS`], from at most `MAX_CANDIDATES` matches per rule.
 pub fn find(text: &str) -> Vec<Secret> {
     let set = set();
     let lower = text.to_lowercase();

@@ -2,6 +2,12 @@
 //! length-capped line reader, every request under a timeout, one call at a time, each in its
 //! own attribution window. It records its own protocol events (`mcp.*`, `harness.payload`)
 //! into the tracer's sequence, so they share ids and times with what the kernel saw.
+//!
+//! The session: initialize; list tools, prompts and resources (metadata checks); call every
+//! tool with benign arguments, repeat that call (`repeat`: behaviour that changes after some
+//! calls), then adversarial payloads; read resources, templates and prompts (`reading`);
+//! in full mode let a model drive the server (`agent`); list everything again (rug pulls).
+//! Every text the model would read goes through the content and credential checks.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};

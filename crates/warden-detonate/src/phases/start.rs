@@ -28,7 +28,7 @@ pub struct Start {
     pub policy: Policy,
     /// Why it cannot be started at all, if it cannot.
     pub blocked: Option<Inconclusive>,
-    /// The installations bound for the start command's program (see [`bind_runtime`]).
+    /// The installations bound for the start command's program (see `bind_runtime`).
     pub runtime: Vec<PathBuf>,
 }
 

@@ -71,7 +71,7 @@ const TAIL_LINES: usize = 12;
 /// Characters of stderr kept in the reason.
 const TAIL_CHARS: usize = 2000;
 
-/// The last non-empty lines of `text` (at most [`TAIL_LINES`] and [`TAIL_CHARS`]), with
+/// The last non-empty lines of `text` (at most `TAIL_LINES` and `TAIL_CHARS`), with
 /// control and invisible characters written out (the text is the server's).
 pub fn stderr_tail(text: &str) -> String {
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
