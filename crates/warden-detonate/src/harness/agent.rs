@@ -60,7 +60,8 @@ pub(super) async fn drive(
         .collect();
     let mut tally = Tally::default();
     let mut transcripts = Vec::new();
-    'tasks: for task in tasks::library(&specs) {
+    let poisoned = ctx.session.poisoned.clone();
+    'tasks: for task in tasks::library(&specs, &poisoned) {
         let mut messages = vec![Message::User(task.text.clone())];
         let mut shown = vec![json!({ "role": "user", "text": task.text })];
         let mut last: Option<(String, String)> = None;

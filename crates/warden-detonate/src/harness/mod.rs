@@ -76,6 +76,9 @@ pub struct Session {
     pub end: ServerEnd,
     /// Full mode's transcript and tallies (the report's `llm`).
     pub llm: Option<Value>,
+    /// Tools whose metadata carries hidden or manipulative instructions (full mode gives the
+    /// model a task that makes them fire).
+    pub poisoned: Vec<String>,
 }
 
 /// How the server's sandbox ended, as far as the harness saw it.
@@ -483,6 +486,9 @@ async fn session(
         }
         let destructive = metadata::destructive(name, t.get("annotations"));
         let (poisoning, weak) = metadata::split_weak(poisoning);
+        if !poisoning.is_empty() {
+            ctx.session.poisoned.push(name.to_owned());
+        }
         ctx.record(
             EventKind::McpToolList,
             json!({

@@ -223,6 +223,22 @@ pub fn bad_models_and_budgets_are_handled() {
     );
 }
 
+/// A tool whose description gives the model orders gets a task of its own, so its orders get
+/// their chance to fire.
+#[test]
+pub fn poisoned_tools_get_a_task_that_makes_them_fire() {
+    let (r, _, code) = full("poisoned.py", "openai", "scripted", &[]);
+    assert_eq!(code, 0, "{}", r["why"]);
+    let asked: Vec<&str> = r["llm"]["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["id"] == "use-poisoned")
+        .filter_map(|t| t["messages"][0]["text"].as_str())
+        .collect();
+    assert!(asked.iter().any(|t| t.contains("add")), "{asked:?}");
+}
+
 /// Full mode's flags are checked before anything runs.
 #[test]
 pub fn full_mode_needs_a_model() {
