@@ -86,6 +86,9 @@ pub fn html(r: &Report) -> String {
     let evidence: HashSet<u64> = r.findings.iter().flat_map(|f| f.evidence.clone()).collect();
     findings(&mut o, r);
     tools(&mut o, r);
+    if let Some(s) = &r.scan {
+        components(&mut o, s);
+    }
     if let Some(l) = &r.llm {
         transcript(&mut o, l);
     }
@@ -170,6 +173,40 @@ fn tools(o: &mut String, r: &Report) {
         );
     }
     o.push_str("</table>\n");
+}
+
+/// The static phase: how many components, whether their vulnerabilities could be checked,
+/// and the static context (not scored).
+fn components(o: &mut String, s: &serde_json::Value) {
+    let check = &s["vulnerability_check"];
+    let _ = writeln!(
+        o,
+        "<h2>Components</h2>\n<p>{} components ({} direct, {} without an exact version) · \
+         known vulnerabilities: <strong>{}</strong> ({} checked, {} unknown; {})</p>",
+        s["components"],
+        s["direct"],
+        s["unpinned"],
+        esc(check["status"].as_str().unwrap_or("?")),
+        check["checked"],
+        check["unknown"],
+        esc(check["source"].as_str().unwrap_or("?"))
+    );
+    let context: Vec<String> = s["context"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|f| {
+            format!(
+                "<li>{} <code>{}</code> {}</li>",
+                esc(f["severity"].as_str().unwrap_or("?")),
+                esc(f["location"]["file"].as_str().unwrap_or("")),
+                esc(f["message"].as_str().unwrap_or(""))
+            )
+        })
+        .collect();
+    if !context.is_empty() {
+        let _ = writeln!(o, "<ul class=\"d\">{}</ul>", context.join(""));
+    }
 }
 
 /// Full mode's transcript: each task, the model's words and calls (linked to their events)
@@ -357,6 +394,7 @@ mod tests {
             tools: vec![],
             evidence: vec![],
             llm_only: false,
+            location: None,
         };
         let mut r = Report {
             schema: "warden.report/v1",
@@ -373,6 +411,7 @@ mod tests {
             sandbox: serde_json::json!({}),
             warden_version: "0",
             llm: None,
+            scan: None,
             location: None,
         };
         r.tools = vec![serde_json::json!({

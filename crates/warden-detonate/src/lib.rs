@@ -64,6 +64,9 @@ pub struct Options {
     pub progress: bool,
     /// Full mode: a language model drives the server too.
     pub llm: Option<llm::Settings>,
+    /// Where the static phase looks up known vulnerabilities (none by default: a detonation
+    /// asks no third party about the package unless told to).
+    pub osv: warden_scan::OsvSource,
 }
 
 impl Default for Options {
@@ -81,6 +84,7 @@ impl Default for Options {
             allow_host_proc: false,
             progress: false,
             llm: None,
+            osv: warden_scan::OsvSource::None,
         }
     }
 }
@@ -93,6 +97,7 @@ pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_ru
     let rules = warden_rules::ruleset(&options.rules).map_err(|e| anyhow::anyhow!("{e}"))?;
     let source = phases::source::source(options)?;
     let mut install = phases::install::install(jail, options, &source)?;
+    let scanned = phases::scan::scan(options, &source);
     let start = phases::start::start(options, &source, &install)?;
     let install_events = std::mem::take(&mut install.events);
     let observed = phases::session::session(jail, options, &start, install_events)?;
@@ -102,6 +107,10 @@ pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_ru
     let tool_of = move |w: Option<&str>| w.and_then(|w| windows.get(w).cloned());
     let mut findings = phases::verdict::findings(&rules, &observed.events, &tool_of);
     phases::verdict::mark_llm_only(&mut findings, &observed.events);
+    if let Some(s) = &scanned {
+        findings.extend(s.findings());
+        findings.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.rule.cmp(&b.rule)));
+    }
     let score = report::score(&findings);
     let session = &observed.session;
     let tools = session
@@ -147,6 +156,7 @@ pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_ru
         sandbox: serde_json::to_value(&start.policy).unwrap_or_default(),
         warden_version: env!("CARGO_PKG_VERSION"),
         llm: session.llm.clone(),
+        scan: scanned.as_ref().map(phases::scan::Scanned::summary),
         location: start.resolved.location.clone(),
     };
     Ok((report, rules))

@@ -4,6 +4,7 @@
 use serde::Serialize;
 use serde_json::{Value, json};
 use warden_events::{Event, Finding, Severity, Verdict};
+use warden_scan::report::level;
 
 /// The report.
 #[derive(Debug, Clone, Serialize)]
@@ -38,6 +39,9 @@ pub struct Report {
     /// Full mode: the model, its tallies and the transcript.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub llm: Option<Value>,
+    /// The static phase: component count, the vulnerability check, static context.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scan: Option<Value>,
     /// The manifest or entry file findings point at (SARIF).
     #[serde(skip)]
     pub location: Option<String>,
@@ -109,64 +113,27 @@ pub fn score(findings: &[Finding]) -> u32 {
 }
 
 impl Report {
-    /// SARIF 2.1.0.
+    /// SARIF 2.1.0: a rule per rule id (its definition's level where the rule set has one),
+    /// a result per finding at the manifest or entry file, or at the file a static finding
+    /// was read from with its component as the logical location.
     pub fn sarif(&self, rules: &[warden_rules::Compiled]) -> Value {
-        let level = |s: Severity| match s {
-            Severity::Critical | Severity::High => "error",
-            Severity::Medium => "warning",
-            Severity::Low | Severity::Info => "note",
-        };
-        let used: Vec<&warden_rules::Compiled> = rules
-            .iter()
-            .filter(|r| self.findings.iter().any(|f| f.rule == r.rule.id))
-            .collect();
-        let descriptors: Vec<Value> = used
-            .iter()
-            .map(|r| {
-                json!({
-                    "id": r.rule.id,
-                    "name": r.rule.id,
-                    "shortDescription": { "text": name_of(r.rule.category) },
-                    "fullDescription": { "text": r.rule.recommendation },
-                    "defaultConfiguration": { "level": level(r.rule.severity) },
-                    "properties": { "category": r.rule.category, "severity": r.rule.severity },
-                })
-            })
-            .collect();
         let uri = self.location.clone().unwrap_or_else(|| "mcp-server".into());
-        let results: Vec<Value> = self
-            .findings
-            .iter()
-            .map(|f| {
-                let index = used.iter().position(|r| r.rule.id == f.rule);
-                json!({
-                    "ruleId": f.rule,
-                    "ruleIndex": index,
-                    "level": level(f.severity),
-                    "message": { "text": format!("{}{}", f.tool.as_ref().map(|t| format!("[{t}] ")).unwrap_or_default(), f.message) },
-                    "locations": [{ "physicalLocation": {
-                        "artifactLocation": { "uri": uri },
-                        "region": { "startLine": 1 }
-                    }}],
-                    "properties": { "severity": f.severity, "category": f.category, "evidence": f.evidence, "llm_only": f.llm_only },
-                })
-            })
-            .collect();
-        json!({
-            "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
-            "version": "2.1.0",
-            "runs": [{
-                "tool": { "driver": {
-                    "name": "warden",
-                    "version": self.warden_version,
-                    "informationUri": "https://github.com/warden-sandbox/warden",
-                    "rules": descriptors,
-                }},
-                "results": results,
-                "invocations": [self.invocation()],
-                "properties": { "verdict": self.verdict, "score": self.score, "target": self.target },
-            }],
-        })
+        let mut sarif = warden_scan::report::sarif(&self.findings, &uri, self.warden_version);
+        let run = &mut sarif["runs"][0];
+        if let Some(descriptors) = run["tool"]["driver"]["rules"].as_array_mut() {
+            for d in descriptors {
+                if let Some(r) = rules.iter().find(|r| d["id"] == r.rule.id.as_str()) {
+                    d["fullDescription"] = json!({ "text": r.rule.recommendation });
+                    d["defaultConfiguration"] = json!({ "level": level(r.rule.severity) });
+                    d["properties"] =
+                        json!({ "category": r.rule.category, "severity": r.rule.severity });
+                }
+            }
+        }
+        run["invocations"] = json!([self.invocation()]);
+        run["properties"] =
+            json!({ "verdict": self.verdict, "score": self.score, "target": self.target });
+        sarif
     }
 
     /// The SARIF invocation: whether the detonation happened, and if not, why (as a
@@ -235,6 +202,21 @@ impl Report {
         ];
         if let Some(why) = &self.why {
             lines.insert(1, stopped_short(self.verdict, why));
+        }
+        if let Some(s) = &self.scan {
+            let check = &s["vulnerability_check"];
+            lines.push(format!(
+                "{} components ({} direct), known vulnerabilities: {} ({})",
+                s["components"],
+                s["direct"],
+                match check["status"].as_str().unwrap_or("?") {
+                    "complete" => "checked",
+                    "partial" => "partly checked",
+                    "none" => "nothing to check",
+                    _ => "UNKNOWN",
+                },
+                clean(check["source"].as_str().unwrap_or("?"))
+            ));
         }
         if let Some(l) = &self.llm {
             lines.push(format!(
@@ -334,6 +316,7 @@ mod tests {
             tools: vec![],
             evidence: vec![],
             llm_only: false,
+            location: None,
         }
     }
 

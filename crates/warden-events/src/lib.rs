@@ -13,4 +13,4 @@ mod recorder;
 mod vocabulary;
 
 pub use recorder::{Recorder, Window};
-pub use vocabulary::{Category, Event, EventKind, Finding, Severity, Verdict};
+pub use vocabulary::{Category, Event, EventKind, Finding, Location, Severity, Verdict};

@@ -166,6 +166,12 @@ pub enum Category {
     CredentialExposure,
     /// An HTTP server reachable beyond loopback, or unchecked while it offers mutating tools.
     ExposedServer,
+    /// A manifest asks for a capability worth knowing before running the package: native
+    /// code, programs on `PATH`, dependencies from git or URLs, bundled dependencies, process
+    /// or network modules in its source (static: what it may do, not what it did).
+    ManifestCapability,
+    /// The package's name is one edit away from a popular MCP package's.
+    Typosquat,
 }
 
 /// A conclusion drawn from events.
@@ -193,6 +199,19 @@ pub struct Finding {
     /// happened in a tool call the model made.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub llm_only: bool,
+    /// Where in the source it was found (static findings: a manifest, a lock file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<Location>,
+}
+
+/// Where a static finding was found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Location {
+    /// The file, relative to the scanned folder.
+    pub file: String,
+    /// The component it concerns (its package URL), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub component: Option<String>,
 }
 
 /// The overall judgement.

@@ -218,6 +218,7 @@ pub fn evaluate(
                 tools: Vec::new(),
                 evidence: list.iter().take(MAX_EVIDENCE).map(|e| e.id).collect(),
                 llm_only: false,
+                location: None,
             });
         }
     }

@@ -25,6 +25,39 @@ pub enum Command {
     Detonate(Box<DetonateArgs>),
     /// List, validate and test detection rules.
     Rules(RulesArgs),
+    /// Read what an MCP server is made of without running it: inventory, known
+    /// vulnerabilities (OSV), manifest capabilities, typosquat hints; an SBOM on request.
+    Scan(ScanArgs),
+}
+
+/// `warden scan TARGET ...`
+#[derive(Debug, Args)]
+pub struct ScanArgs {
+    /// A local file or folder, `npm:NAME[@VERSION]`, `pypi:NAME[@VERSION]` or
+    /// `github:OWNER/REPO[@REF]` (fetched without running any of its code).
+    #[arg(value_name = "TARGET")]
+    pub target: String,
+    /// Known vulnerabilities from this offline folder, in osv-scanner's layout
+    /// (`DIR/PyPI/all.zip`, `DIR/npm/all.zip`); used instead of the API.
+    #[arg(long, value_name = "DIR", env = "WARDEN_OSV_DB")]
+    pub osv_db: Option<PathBuf>,
+    /// Known vulnerabilities from this OSV-compatible API (`/v1/querybatch`).
+    #[arg(long, value_name = "URL", default_value = "https://api.osv.dev")]
+    pub osv_url: String,
+    /// Report format: a terminal summary, JSON (warden.scan/v1), SARIF 2.1.0, or a
+    /// CycloneDX 1.6 SBOM.
+    #[arg(long, value_name = "FORMAT", default_value = "timeline", value_parser = ["timeline", "json", "sarif", "cyclonedx"])]
+    pub output: String,
+    /// Write the report here instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Exit with status 1 when a finding reaches this severity.
+    #[arg(long, value_name = "SEVERITY", value_parser = ["info", "low", "medium", "high", "critical"])]
+    pub fail_on: Option<String>,
+    /// Exit 0 (or 1 under --fail-on) even when no component's vulnerabilities could be
+    /// checked, instead of 3.
+    #[arg(long)]
+    pub allow_unknown: bool,
 }
 
 /// `warden detonate [TARGET] [--mcp-command CMD] ...`
@@ -68,6 +101,14 @@ pub struct DetonateArgs {
     /// Time for the install phase in the sandbox (lifecycle scripts, pip install, builds).
     #[arg(long, value_name = "DURATION", default_value = "300s")]
     pub install_timeout: String,
+    /// Check the server's dependencies for known vulnerabilities in this offline folder, in
+    /// osv-scanner's layout (`DIR/PyPI/all.zip`, `DIR/npm/all.zip`).
+    #[arg(long, value_name = "DIR", env = "WARDEN_OSV_DB")]
+    pub osv_db: Option<PathBuf>,
+    /// Check them with this OSV-compatible API (e.g. https://api.osv.dev). Without this or
+    /// --osv-db, a detonation asks no one and reports them as unknown.
+    #[arg(long, value_name = "URL")]
+    pub osv_url: Option<String>,
     /// Extra environment variable for the server (K=V, repeatable).
     #[arg(long, value_name = "K=V")]
     pub env: Vec<String>,

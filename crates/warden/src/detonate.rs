@@ -105,6 +105,11 @@ fn detonate(args: &DetonateArgs) -> Result<Gate> {
         allow_host_proc: args.allow_host_proc,
         progress: std::io::stderr().is_terminal(),
         llm: llm_settings(args, &duration)?,
+        osv: match (&args.osv_db, &args.osv_url) {
+            (Some(dir), _) => warden_scan::OsvSource::Offline(dir.clone()),
+            (None, Some(url)) => warden_scan::OsvSource::Online(url.clone()),
+            (None, None) => warden_scan::OsvSource::None,
+        },
     };
     let jail = warden_jail::Jail::current_exe()?;
     let (report, rules) = warden_detonate::detonate(&jail, &options)?;

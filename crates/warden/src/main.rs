@@ -9,6 +9,7 @@ mod cli;
 mod detonate;
 mod rules;
 mod run;
+mod scan;
 mod serve;
 
 use std::process::ExitCode;
@@ -45,5 +46,6 @@ fn main() -> ExitCode {
         cli::Command::Serve(args) => serve::main(args),
         cli::Command::Detonate(args) => detonate::main(*args),
         cli::Command::Rules(args) => rules::main(args),
+        cli::Command::Scan(args) => scan::main(args),
     }
 }

@@ -1,5 +1,6 @@
 //! The detonation's phases, in order: [`source`] (fetch a package, or resolve a local target),
-//! [`install`] (its install lifecycle in the sandbox), [`start`] (the start command and the
+//! [`install`] (its install lifecycle in the sandbox), [`scan`] (what the source and the
+//! install left are made of: components, known vulnerabilities), [`start`] (the start command and the
 //! policy it runs under), [`session`] (the harness against the running server) and
 //! [`verdict`] (rules, score, and whether the run happened at all). Each phase is a function
 //! with its own result type; a phase that could not do its work says so in that result (an
@@ -7,6 +8,7 @@
 //! did not happen is a result, never a silent pass.
 
 pub mod install;
+pub mod scan;
 pub mod session;
 pub mod source;
 pub mod start;

@@ -12,5 +12,6 @@ mod projects;
 mod real_servers;
 mod run_cli;
 mod runtimes;
+mod scan;
 mod serve;
 mod trace;
