@@ -31,6 +31,10 @@ mkdir -p "$dest"
 [ -x "$dest/sdk/bin/python" ] || /usr/bin/python3 -m venv "$dest/sdk"
 "$dest/sdk/bin/python" -c 'import importlib.metadata as m; assert m.version("mcp") == "2.3.0"' \
     2>/dev/null || "$dest/sdk/bin/pip" install --quiet --disable-pip-version-check 'mcp==2.3.0'
+# The official CycloneDX schemas (shipped in cyclonedx-python-lib) check `warden scan`'s SBOM.
+"$dest/sdk/bin/python" -c 'import importlib.metadata as m; assert m.version("cyclonedx-python-lib") == "11.6.0"' \
+    2>/dev/null || "$dest/sdk/bin/pip" install --quiet --disable-pip-version-check \
+    'cyclonedx-python-lib==11.6.0' jsonschema referencing
 
 fixtures/real/install.sh
 fixtures/llm/install.sh
