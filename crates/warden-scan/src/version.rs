@@ -132,6 +132,12 @@ mod tests {
         }
 
         #[test]
+        fn version_parsers_never_panic(a in "[0-9a-zA-Z.+!*_\\-\u{80}-\u{2000}]{0,30}", b in "[0-9.a-z\\-+]{0,12}") {
+            let _ = Scheme::Pep440.compare(&a, &b);
+            let _ = Scheme::Semver.compare(&a, &b);
+        }
+
+        #[test]
         fn garbage_never_orders(s in "[a-z!@# ]{1,12}") {
             prop_assert_eq!(Scheme::Semver.compare(&s, "1.0.0"), None);
         }

@@ -3,8 +3,9 @@
 //! includes; `requirements*.in`), and manifests (`pyproject.toml`'s `[project]`, Poetry's
 //! tables and PEP 735 groups; `setup.cfg`'s `install_requires`).
 //!
-//! Requirement lines are parsed with `pep508_rs`; a line that is not a PEP 508 requirement
-//! (an editable path, an index option) is not a registry component and is left out. A
+//! Requirement lines are read by [`requirement`] (names, extras, `pep440_rs` specifiers); a
+//! line that is not a PEP 508 requirement (an editable path, an index option) is not a
+//! registry component and is left out. A
 //! distribution's direct/transitive status comes from the other installed distributions'
 //! `Requires-Dist`: one nobody requires is a root, and so direct.
 
@@ -14,7 +15,6 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use pep440_rs::Operator;
-use pep508_rs::{Requirement, VersionOrUrl};
 
 use crate::component::{Component, Ecosystem, Evidence};
 
@@ -24,23 +24,55 @@ const MAX_INCLUDES: usize = 8;
 /// Largest METADATA read from a wheel.
 const MAX_METADATA: u64 = 4 << 20;
 
-/// `name` and, when exactly one version is named (`==1.2.3`, `===1.2.3`), that version.
+/// `name`, and when exactly one version is named (`==1.2.3`, `===1.2.3`) that version, and
+/// the specifier text.
+///
+/// Only the head of a PEP 508 line is read — the name, extras, and the version specifiers
+/// (parsed by `pep440_rs`) or `@ URL` — and the markers after `;` are ignored. `pep508_rs`
+/// 0.9.2 is not used for this: its parser panics on hostile lines (`a-𝼀`, `A[a-]`, both found
+/// by the property tests below), and a scan reads files a hostile install wrote.
 pub fn requirement(line: &str) -> Option<(String, Option<String>, String)> {
-    let r = Requirement::<pep508_rs::VerbatimUrl>::from_str(line.trim()).ok()?;
-    let name = r.name.to_string();
-    match &r.version_or_url {
-        Some(VersionOrUrl::VersionSpecifier(spec)) => {
-            let pinned = match spec.iter().collect::<Vec<_>>().as_slice() {
-                [one] if matches!(one.operator(), Operator::Equal | Operator::ExactEqual) => {
-                    Some(one.version().to_string())
-                }
-                _ => None,
-            };
-            Some((name, pinned, spec.to_string()))
-        }
-        Some(VersionOrUrl::Url(u)) => Some((name, None, format!("@ {u}"))),
-        None => Some((name, None, "*".into())),
+    let line = line.split(';').next().unwrap_or("").trim();
+    let name_len = line
+        .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
+        .unwrap_or(line.len());
+    let name = &line[..name_len];
+    let edges_ok = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    if !edges_ok(name.chars().next()) || !edges_ok(name.chars().last()) {
+        return None;
     }
+    let mut rest = line[name_len..].trim_start();
+    if let Some(extras) = rest.strip_prefix('[') {
+        let close = extras.find(']')?;
+        let ok = extras[..close].split(',').map(str::trim).all(|e| {
+            e.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        });
+        if !ok {
+            return None;
+        }
+        rest = extras[close + 1..].trim_start();
+    }
+    if let Some(url) = rest.strip_prefix('@') {
+        let url = url.trim();
+        return (!url.is_empty()).then(|| (Ecosystem::PyPI.normal(name), None, format!("@ {url}")));
+    }
+    let spec = rest
+        .strip_prefix('(')
+        .and_then(|r| r.strip_suffix(')'))
+        .unwrap_or(rest)
+        .trim();
+    if spec.is_empty() {
+        return Some((Ecosystem::PyPI.normal(name), None, "*".into()));
+    }
+    let specs = pep440_rs::VersionSpecifiers::from_str(spec).ok()?;
+    let pinned = match specs.iter().collect::<Vec<_>>().as_slice() {
+        [one] if matches!(one.operator(), Operator::Equal | Operator::ExactEqual) => {
+            Some(one.version().to_string())
+        }
+        _ => None,
+    };
+    Some((Ecosystem::PyPI.normal(name), pinned, specs.to_string()))
 }
 
 /// A component from a requirement string.
@@ -370,6 +402,7 @@ mod tests {
         assert_eq!(r("httpx>=0.27"), Some(("httpx".into(), None)));
         assert_eq!(r("x==1.*"), Some(("x".into(), None)));
         assert_eq!(r("--index-url http://x"), None);
+        assert_eq!(r("a-\u{1cf00}"), None, "pep508_rs would panic on it");
     }
 
     #[test]
@@ -392,6 +425,11 @@ mod tests {
             let _ = requirement(&s);
             let _ = metadata(&s);
             let _ = poetry_exact(&s);
+        }
+
+        #[test]
+        fn requirement_shaped_noise_never_panics(s in "[a-zA-Z0-9_.\\-\\[\\]<>=!~;@ ,'\"()*:/+\u{80}-\u{2000}]{0,40}") {
+            let _ = requirement(&s);
         }
 
         #[test]

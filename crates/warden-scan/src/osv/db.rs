@@ -157,3 +157,42 @@ fn read_folder(dir: &Path, keep: &mut dyn FnMut(&[u8])) -> usize {
     }
     skipped
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn oversized_and_broken_entries_are_skipped_not_fatal() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("npm")).unwrap();
+        let file = std::fs::File::create(dir.path().join("npm/all.zip")).unwrap();
+        let mut z = zip::ZipWriter::new(file);
+        let stored = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Stored);
+        let good = r#"{"id":"G-1","affected":[{"package":{"ecosystem":"npm","name":"x"},"versions":["1.0.0"]}]}"#;
+        z.start_file("G-1.json", stored).unwrap();
+        z.write_all(good.as_bytes()).unwrap();
+        z.start_file("broken.json", stored).unwrap();
+        z.write_all(b"{ not json").unwrap();
+        z.start_file("huge.json", stored).unwrap();
+        let chunk = vec![b' '; 1 << 20];
+        for _ in 0..9 {
+            z.write_all(&chunk).unwrap();
+        }
+        z.finish().unwrap();
+        let wanted = BTreeMap::from([
+            (Ecosystem::Npm, BTreeSet::from(["x".to_owned()])),
+            (Ecosystem::PyPI, BTreeSet::from(["y".to_owned()])),
+        ]);
+        let loaded = load(dir.path(), &wanted).unwrap();
+        assert_eq!(loaded.skipped, 2);
+        assert_eq!(
+            loaded.by_package[&(Ecosystem::Npm, "x".to_owned())].len(),
+            1
+        );
+        assert_eq!(loaded.missing, [Ecosystem::PyPI]);
+        assert!(load(&dir.path().join("nope"), &wanted).is_err());
+    }
+}

@@ -160,3 +160,11 @@ proptest::proptest! {
         }
     }
 }
+
+proptest::proptest! {
+    #[test]
+    fn hostile_severity_vectors_never_panic(v in "CVSS:[34]\\.[01]/[A-Z:/]{0,60}[0-9.]{0,4}") {
+        let a = adv(&format!(r#"{{"id":"X","severity":[{{"type":"CVSS_V3","score":{}}}]}}"#, serde_json::Value::from(v)));
+        let _ = a.rating();
+    }
+}

@@ -688,3 +688,56 @@ impl Drop for FakeOsv {
         let _ = self.child.wait();
     }
 }
+
+#[test]
+fn every_offline_layout_is_read_and_a_missing_ecosystem_is_unknown() {
+    let dir = projects().join("py-requirements");
+    let dir = dir.to_str().unwrap();
+    let (_, reference) = scan_json(&[dir, "--osv-db", &osv_db()]);
+    let want = vuln_ids(&reference);
+    assert_eq!(want.len(), 3);
+    let tmp = tempfile::tempdir().unwrap();
+    for prefix in ["osv-scanner", "osv-scalibr"] {
+        for eco in ["PyPI", "npm"] {
+            let to = tmp.path().join(prefix).join(eco);
+            std::fs::create_dir_all(&to).unwrap();
+            std::fs::copy(
+                fixtures().join("osv").join(eco).join("all.zip"),
+                to.join("all.zip"),
+            )
+            .unwrap();
+        }
+    }
+    let unpacked = fixtures().join("osv/src");
+    for db in [
+        unpacked.clone(),
+        tmp.path().to_path_buf(),
+        tmp.path().join("osv-scalibr"),
+    ] {
+        let (_, r) = scan_json(&[dir, "--osv-db", db.to_str().unwrap()]);
+        assert_eq!(vuln_ids(&r), want, "{}", db.display());
+    }
+    // npm data only: the PyPI components are unknown, and say why.
+    let npm_only = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(npm_only.path().join("npm")).unwrap();
+    std::fs::copy(
+        fixtures().join("osv/npm/all.zip"),
+        npm_only.path().join("npm/all.zip"),
+    )
+    .unwrap();
+    let (code, r) = scan_json(&[dir, "--osv-db", npm_only.path().to_str().unwrap()]);
+    assert_eq!(code, 3);
+    let urllib3 = r["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "urllib3")
+        .unwrap();
+    assert!(
+        urllib3["osv"]["why"]
+            .as_str()
+            .unwrap()
+            .contains("no PyPI data"),
+        "{urllib3}"
+    );
+}
