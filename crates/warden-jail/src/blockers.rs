@@ -50,11 +50,33 @@ impl Host {
     }
 }
 
+/// `CAP_KILL`'s bit.
+pub const CAP_KILL: u32 = 5;
+
+/// Whether this process has capability `bit` in its effective set (from `/proc/self/status`;
+/// `true` when that cannot be read, so a missing `/proc` never blocks on its own).
+pub fn has_capability(bit: u32) -> bool {
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+        return true;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .is_none_or(|caps| caps & (1u64 << bit) != 0)
+}
+
 /// The setting that would let the jail be built, for `failure` on `host`; `None` when the
 /// failure is not one of the known blockers.
 pub fn hint(failure: &SetupFailure, host: &Host) -> Option<String> {
     let errno = failure.errno?;
     match failure.stage {
+        Stage::Supervisor if failure.detail == "cap_kill" => Some(
+            "the sandbox's processes run under subordinate ids and only CAP_KILL lets Warden \
+             end them: give it that capability (docker run --cap-add KILL; Kubernetes \
+             securityContext.capabilities.add: [KILL])"
+                .into(),
+        ),
         Stage::Supervisor if failure.detail == "clone" => user_namespaces(errno, host),
         // Switching to the subordinate root before the clone, or writing the maps after it.
         Stage::Supervisor if matches!(failure.detail.as_str(), "setegid" | "seteuid") => {

@@ -242,6 +242,15 @@ pub fn supervise_with(
 fn start(req: &Request, policy: &Policy, hub: Option<Arc<Hub>>) -> Result<Running, JailError> {
     let started = Instant::now();
     let ids = idmap::plan(policy.uid, policy.gid);
+    // The jail's processes run under subordinate ids: only CAP_KILL lets us end them (a
+    // timeout, a limit, teardown). Without it a run could not be stopped: refuse up front.
+    if ids.host_root.is_some() && !crate::blockers::has_capability(crate::blockers::CAP_KILL) {
+        return Err(JailError::Setup(SetupFailure::errno(
+            Stage::Supervisor,
+            "cap_kill",
+            Errno::EPERM,
+        )));
+    }
     sys::cap_last_cap();
     let phase = |name: &str| log_phase(started, name);
     phase("ids");
@@ -365,6 +374,9 @@ fn start(req: &Request, policy: &Policy, hub: Option<Arc<Hub>>) -> Result<Runnin
     let pidfd = match pidfd {
         Ok(fd) => fd,
         Err(failed) => {
+            // Closing our end of the sync socket ends the init on its own (it fails on EOF),
+            // whether or not the kill below is allowed.
+            drop(sync_w);
             let _ = kill(init_pid, Signal::SIGKILL);
             let _ = nix::sys::wait::waitpid(init_pid, None);
             cgroup.remove();
