@@ -61,6 +61,7 @@ impl Ecosystem {
 
     /// The package URL of `name` at `version` (without a version when there is none).
     pub fn purl(self, name: &str, version: Option<&str>) -> String {
+        let raw = name;
         let name = self.normal(name);
         let built = match self {
             Ecosystem::Npm => match name.strip_prefix('@').and_then(|n| n.split_once('/')) {
@@ -71,7 +72,11 @@ impl Ecosystem {
                     }),
                 None => packageurl::PackageUrl::new("npm", name.clone()),
             },
-            Ecosystem::PyPI => packageurl::PackageUrl::new("pypi", name.clone()),
+            // The purl spec's PyPI rule: lower case, `_` as `-` (dots stay).
+            Ecosystem::PyPI => packageurl::PackageUrl::new(
+                "pypi",
+                raw.trim().to_ascii_lowercase().replace('_', "-"),
+            ),
         };
         match built.and_then(|mut p| {
             if let Some(v) = version {
@@ -227,5 +232,9 @@ mod tests {
             "pkg:npm/%40modelcontextprotocol/sdk@1.0.0"
         );
         assert_eq!(Ecosystem::Npm.purl("minimist", None), "pkg:npm/minimist");
+        assert_eq!(
+            Ecosystem::PyPI.purl("zope.Interface", Some("6.0")),
+            "pkg:pypi/zope.interface@6.0"
+        );
     }
 }

@@ -49,14 +49,16 @@ pub fn bom(report: &ScanReport) -> Value {
             v
         })
         .collect();
-    let lookup = |eco, name: &str| {
-        report
-            .components
-            .iter()
-            .filter(|c| c.ecosystem == eco && c.name == name)
-            .map(|c| c.bom_ref().to_owned())
-            .collect::<Vec<_>>()
-    };
+    // Name → its components' refs, built once (a lookup per edge would be quadratic).
+    let mut by_name: std::collections::BTreeMap<(crate::Ecosystem, &str), Vec<String>> =
+        std::collections::BTreeMap::new();
+    for c in &report.components {
+        by_name
+            .entry((c.ecosystem, c.name.as_str()))
+            .or_default()
+            .push(c.bom_ref().to_owned());
+    }
+    let lookup = |eco, name: &str| by_name.get(&(eco, name)).cloned().unwrap_or_default();
     let mut dependencies = vec![json!({
         "ref": ROOT,
         "dependsOn": report.components.iter().filter(|c| c.direct).map(|c| c.bom_ref()).collect::<Vec<_>>(),

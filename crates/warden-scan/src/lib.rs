@@ -13,6 +13,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod budget;
 pub mod capabilities;
 pub mod component;
 pub mod cyclonedx;
@@ -65,35 +66,71 @@ pub struct Check {
     pub checked: usize,
     /// How many could not be.
     pub unknown: usize,
+    /// Advisories in the source that could not be read (a broken entry, an id the API gave
+    /// that is not an OSV id): the components they name may be affected.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub unreadable_advisories: usize,
+    /// Why the check cannot be complete even where components were checked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub incomplete: Option<String>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// Scan `roots` for `target` (the name the report shows).
 pub fn scan(target: &str, roots: &[Root], source: &OsvSource) -> ScanReport {
     let begun = Instant::now();
+    budget::reset();
     let mut inv = inventory::Inventory::default();
     let mut findings = Vec::new();
     let mut found = Vec::new();
     for root in roots {
-        let mut files = inventory::walk(&root.path);
-        for (rel, _) in &mut files.known {
-            rel.insert_str(0, &root.label);
-        }
+        // The readers see paths relative to their own root (includes resolve against it);
+        // the label is added to what they report.
+        let files = inventory::walk(&root.path);
+        let label = |s: &mut String| s.insert_str(0, &root.label);
         let mut one = inventory::inventory(&files);
+        for c in &mut one.components {
+            c.found_in.iter_mut().for_each(label);
+        }
+        for (file, _) in &mut one.unreadable {
+            label(file);
+        }
         found.append(&mut one.components);
         inv.unreadable.append(&mut one.unreadable);
         inv.truncated |= one.truncated;
-        findings.extend(capabilities::capabilities(&files));
-        for mut f in capabilities::source::hints(&root.path) {
+        let (hints, hints_truncated) = capabilities::source::hints(&root.path);
+        inv.truncated |= hints_truncated;
+        for mut f in capabilities::capabilities(&files).into_iter().chain(hints) {
             if let Some(l) = &mut f.location {
-                l.file.insert_str(0, &root.label);
+                label(&mut l.file);
             }
             findings.push(f);
         }
     }
+    inv.truncated |= budget::spent();
     inv.components = inventory::merge(found);
     mark_roots(&mut inv.components);
     findings.extend(typosquats(&inv.components, roots));
-    let (vulns, statuses, check) = vulnerabilities(&inv.components, source);
+    let (vulns, statuses, mut check) = vulnerabilities(&inv.components, source);
+    // What the inventory could not read may hold components: never "complete" then.
+    if inv.truncated || !inv.unreadable.is_empty() {
+        check.incomplete = Some(if inv.truncated {
+            "the inventory stopped at a limit (files, depth or bytes read): components may be missing".into()
+        } else {
+            format!(
+                "{} file(s) could not be read: their components are missing",
+                inv.unreadable.len()
+            )
+        });
+        check.status = match check.status {
+            "complete" => "partial",
+            "none" => "unknown",
+            other => other,
+        };
+    }
     for c in &mut inv.components {
         c.osv = statuses.get(&c.purl).cloned();
     }
@@ -218,6 +255,7 @@ fn vulnerabilities(components: &[Component], source: &OsvSource) -> Vulns {
         }
     };
     let mut found = Vec::new();
+    let mut unreadable_advisories = 0;
     let described = match source {
         OsvSource::None => {
             unknown_all(
@@ -237,6 +275,7 @@ fn vulnerabilities(components: &[Component], source: &OsvSource) -> Vulns {
             match osv::db::load(dir, &wanted) {
                 Err(e) => unknown_all(format!("offline database: {e}"), &mut statuses),
                 Ok(db) => {
+                    unreadable_advisories += db.skipped;
                     for c in &pinned {
                         if db.missing.contains(&c.ecosystem) {
                             statuses.insert(
@@ -264,9 +303,14 @@ fn vulnerabilities(components: &[Component], source: &OsvSource) -> Vulns {
         OsvSource::Online(url) => {
             match osv::api::query(url, &pinned) {
                 Err(e) => unknown_all(format!("OSV API: {e}"), &mut statuses),
-                Ok(by_purl) => {
+                Ok(answer) => {
+                    unreadable_advisories += answer.skipped;
                     for c in &pinned {
-                        let list = by_purl.get(&c.purl).map(Vec::as_slice).unwrap_or_default();
+                        let list = answer
+                            .by_package
+                            .get(&(c.ecosystem, c.name.clone()))
+                            .map(Vec::as_slice)
+                            .unwrap_or_default();
                         judge(c, list.iter(), &mut found, &mut statuses);
                     }
                 }
@@ -281,7 +325,7 @@ fn vulnerabilities(components: &[Component], source: &OsvSource) -> Vulns {
     let unknown = statuses.len() - checked;
     let status = match (checked, unknown) {
         (0, 0) => "none",
-        (_, 0) => "complete",
+        (_, 0) if unreadable_advisories == 0 => "complete",
         (0, _) => "unknown",
         _ => "partial",
     };
@@ -297,6 +341,9 @@ fn vulnerabilities(components: &[Component], source: &OsvSource) -> Vulns {
         source: described,
         checked,
         unknown,
+        unreadable_advisories,
+        incomplete: (unreadable_advisories > 0)
+            .then(|| format!("{unreadable_advisories} advisories in the source could not be read")),
     };
     (found, statuses, check)
 }
@@ -307,15 +354,24 @@ fn judge<'a>(
     found: &mut Vec<osv::Vulnerability>,
     statuses: &mut BTreeMap<String, OsvStatus>,
 ) {
-    match osv::evaluate(c, advisories) {
-        Ok(mut v) => {
-            found.append(&mut v);
-            statuses.insert(c.purl.clone(), OsvStatus::Checked);
+    let status = match osv::evaluate(c, advisories) {
+        Ok(mut e) => {
+            found.append(&mut e.found);
+            if e.unordered.is_empty() {
+                OsvStatus::Checked
+            } else {
+                OsvStatus::Unknown {
+                    why: format!(
+                        "version {} cannot be ordered against {}",
+                        c.version.as_deref().unwrap_or("?"),
+                        e.unordered.join(", ")
+                    ),
+                }
+            }
         }
-        Err(why) => {
-            statuses.insert(c.purl.clone(), OsvStatus::Unknown { why });
-        }
-    }
+        Err(why) => OsvStatus::Unknown { why },
+    };
+    statuses.insert(c.purl.clone(), status);
 }
 
 fn vulnerability_finding(v: &osv::Vulnerability, components: &[Component]) -> Finding {
@@ -365,10 +421,11 @@ fn vulnerability_finding(v: &osv::Vulnerability, components: &[Component]) -> Fi
     }
 }
 
-/// The whole file if it is a regular file (not a link) of at most `max` bytes.
+/// The whole file if it is a regular file (not a link) of at most `max` bytes and the scan's
+/// [`budget`] still covers it.
 pub(crate) fn read_bounded(path: &Path, max: u64) -> Option<Vec<u8>> {
     let meta = std::fs::symlink_metadata(path).ok()?;
-    if !meta.is_file() || meta.len() > max {
+    if !meta.is_file() || meta.len() > max || !budget::charge(meta.len()) {
         return None;
     }
     let mut out = Vec::new();

@@ -51,11 +51,19 @@ pub struct Unreadable {
     pub why: String,
 }
 
-/// `s` without control characters, at most `max` characters (with `…` when cut).
+/// Whether `c` can change what a terminal shows beyond itself: control characters (C0, DEL,
+/// C1) and the bidirectional and invisible formatting characters.
+pub fn unsafe_on_a_terminal(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}')
+}
+
+/// `s` without characters that could drive a terminal, at most `max` characters (with `…`
+/// when cut).
 pub fn clip(s: &str, max: usize) -> String {
     let clean: String = s
         .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
+        .map(|c| if unsafe_on_a_terminal(c) { ' ' } else { c })
         .collect();
     if clean.chars().count() <= max {
         clean
@@ -274,4 +282,21 @@ pub fn severity_name(s: Severity) -> String {
         .ok()
         .and_then(|v| v.as_str().map(str::to_ascii_uppercase))
         .unwrap_or_default()
+}
+
+/// JSON text for a terminal: the characters [`unsafe_on_a_terminal`] written as `\uXXXX`
+/// escapes (they only occur inside strings, where the escape means the same).
+pub fn json_for_a_terminal(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        if unsafe_on_a_terminal(c) && c != '\n' {
+            let mut units = [0u16; 2];
+            for u in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{u:04x}"));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }

@@ -72,11 +72,21 @@ fn scan(args: &ScanArgs) -> Result<u8> {
     let mut report = warden_scan::scan(&args.target, &roots, &source);
     report.notes.extend(notes);
     drop(fetched);
+    let terminal = args.out.is_none() && std::io::stdout().is_terminal();
+    let json = |text: String| {
+        if terminal {
+            warden_scan::report::json_for_a_terminal(&text)
+        } else {
+            text
+        }
+    };
     let text = match args.output.as_str() {
-        "json" => serde_json::to_string_pretty(&report)?,
-        "sarif" => serde_json::to_string_pretty(&report.sarif())?,
-        "cyclonedx" => serde_json::to_string_pretty(&warden_scan::cyclonedx::bom(&report))?,
-        _ => report.timeline(args.out.is_none() && std::io::stdout().is_terminal()),
+        "json" => json(serde_json::to_string_pretty(&report)?),
+        "sarif" => json(serde_json::to_string_pretty(&report.sarif())?),
+        "cyclonedx" => json(serde_json::to_string_pretty(&warden_scan::cyclonedx::bom(
+            &report,
+        ))?),
+        _ => report.timeline(terminal),
     };
     match &args.out {
         Some(path) => std::fs::write(path, text.as_bytes())

@@ -57,13 +57,11 @@ pub fn manifest(rel: &str, path: &Path) -> Vec<Finding> {
         return Vec::new();
     };
     let is_installed = installed(rel);
-    if is_installed
-        && !rel.ends_with(&format!(
-            "node_modules/{}/package.json",
-            v.get("name").and_then(Value::as_str).unwrap_or("\u{0}")
-        ))
-    {
-        return Vec::new(); // an inner package.json (`lib/package.json`), not a package's own
+    // An installed package's own manifest sits at `node_modules/[@scope/]DIR/package.json`,
+    // whatever name it declares (an alias, `"helper": "npm:evil@1"`, installs `evil` as
+    // `helper`): anything deeper is an inner file, not a package.
+    if is_installed && crate::inventory::npm::installed_name(rel).is_none() {
+        return Vec::new();
     }
     let who = v
         .get("name")

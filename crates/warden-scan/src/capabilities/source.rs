@@ -74,19 +74,29 @@ const HINTS: [(&str, &str, &[&str], &[&str]); 3] = [
     ),
 ];
 
-/// The hints for the project's source under `root`.
-pub fn hints(root: &Path) -> Vec<Finding> {
+/// Most directory entries visited.
+pub const MAX_ENTRIES: usize = 500_000;
+
+/// The hints for the project's source under `root`, and whether the walk stopped at a limit.
+pub fn hints(root: &Path) -> (Vec<Finding>, bool) {
     let mut files: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     let mut stack = vec![(root.to_path_buf(), 0usize)];
     let mut read = 0usize;
+    let mut visited = 0usize;
     while let Some((dir, depth)) = stack.pop() {
-        if dir.join("pyvenv.cfg").exists() {
-            continue; // a venv: installed code
+        // A venv below the root is installed code (never a link's target: no stat through it).
+        if depth > 0 && std::fs::symlink_metadata(dir.join("pyvenv.cfg")).is_ok_and(|m| m.is_file())
+        {
+            continue;
         }
         let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;
         };
         for e in entries.flatten() {
+            visited += 1;
+            if visited > MAX_ENTRIES {
+                return (findings(files), true);
+            }
             let Ok(kind) = e.file_type() else { continue };
             let name = e.file_name().to_string_lossy().into_owned();
             if kind.is_dir() {
@@ -113,7 +123,7 @@ pub fn hints(root: &Path) -> Vec<Finding> {
             }
             read += 1;
             if read > MAX_SOURCES {
-                return findings(files);
+                return (findings(files), true);
             }
             let Some(bytes) = crate::read_bounded(&e.path(), MAX_SOURCE) else {
                 continue;
@@ -132,7 +142,7 @@ pub fn hints(root: &Path) -> Vec<Finding> {
             }
         }
     }
-    findings(files)
+    (findings(files), false)
 }
 
 fn findings(files: BTreeMap<&str, Vec<String>>) -> Vec<Finding> {

@@ -7,14 +7,16 @@
 //!
 //! Guarantees: nothing is executed and no link is followed (a planted symlink cannot make the
 //! scan read outside the folder); the walk and every file read are bounded ([`MAX_FILES`],
-//! [`MAX_DEPTH`], [`MAX_FILE`]); a file that does not parse is listed in
-//! [`Inventory::unreadable`], never a panic and never silently dropped.
+//! [`MAX_DEPTH`], [`MAX_FILE`], [`MAX_MANIFEST`], and the scan's total [`crate::budget`]); a
+//! walk or a budget that stopped early marks the inventory truncated; a file that does not
+//! parse is listed in [`Inventory::unreadable`], never a panic and never silently dropped.
 
 pub mod locks;
 pub mod npm;
 pub mod python;
 
-use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -27,8 +29,11 @@ pub const MAX_FILES: usize = 500_000;
 /// Deepest folder visited (node_modules trees nest; 40 is far beyond real ones).
 pub const MAX_DEPTH: usize = 40;
 
-/// Largest manifest or lock file read.
-pub const MAX_FILE: u64 = 64 << 20;
+/// Largest lock file read (the largest real `package-lock.json` files are a few tens of MiB).
+pub const MAX_FILE: u64 = 32 << 20;
+
+/// Largest manifest, requirements file or METADATA read.
+pub const MAX_MANIFEST: u64 = 4 << 20;
 
 /// What the project is made of.
 #[derive(Debug, Default, Clone, Serialize)]
@@ -37,7 +42,7 @@ pub struct Inventory {
     pub components: Vec<Component>,
     /// Files that should have said something and could not be read or parsed, with why.
     pub unreadable: Vec<(String, String)>,
-    /// The walk stopped early ([`MAX_FILES`]): the inventory may be incomplete.
+    /// The walk or the read budget stopped early: the inventory may be incomplete.
     pub truncated: bool,
 }
 
@@ -94,9 +99,14 @@ pub fn walk(root: &Path) -> Files {
             let name = e.file_name().to_string_lossy().into_owned();
             let path = e.path();
             if kind.is_dir() {
-                if depth < MAX_DEPTH && name != ".git" && name != ".fetch" {
-                    stack.push((path, depth + 1));
+                if name == ".git" || name == ".fetch" {
+                    continue;
                 }
+                if depth >= MAX_DEPTH {
+                    out.truncated = true;
+                    continue;
+                }
+                stack.push((path, depth + 1));
             } else if kind.is_file() && wanted(&name, &parent) {
                 let rel = path
                     .strip_prefix(root)
@@ -142,92 +152,128 @@ pub fn inventory(files: &Files) -> Inventory {
     Inventory {
         components: merge(found),
         unreadable,
-        truncated: files.truncated,
+        truncated: files.truncated || crate::budget::spent(),
     }
 }
 
 /// One entry per (ecosystem, name, version): sources joined, the most precise evidence kept,
 /// `direct` if any source says so, `dev` only if every source says so. A declared requirement
 /// without a version is dropped when some source knows the exact version of that package
-/// (which is then direct).
+/// (which is then direct). Linear in the number of components (a hostile manifest can declare
+/// millions).
 pub fn merge(found: Vec<Component>) -> Vec<Component> {
-    let mut pinned: BTreeMap<(Ecosystem, String, String), Component> = BTreeMap::new();
-    let mut loose: BTreeMap<(Ecosystem, String), Component> = BTreeMap::new();
+    let mut pinned: BTreeMap<(Ecosystem, String, String), Joined> = BTreeMap::new();
+    let mut loose: BTreeMap<(Ecosystem, String), Joined> = BTreeMap::new();
     for c in found {
         match c.version.clone() {
-            Some(v) => {
-                let key = (c.ecosystem, c.name.clone(), v);
-                match pinned.get_mut(&key) {
-                    Some(have) => join(have, c),
-                    None => {
-                        pinned.insert(key, c);
+            Some(v) => match pinned.entry((c.ecosystem, c.name.clone(), v)) {
+                Entry::Occupied(mut e) => e.get_mut().join(c),
+                Entry::Vacant(e) => {
+                    e.insert(Joined::new(c));
+                }
+            },
+            None => match loose.entry((c.ecosystem, c.name.clone())) {
+                Entry::Occupied(mut e) => {
+                    let have = e.get_mut();
+                    if let (Some(a), Some(b)) = (&mut have.c.requirement, &c.requirement)
+                        && a != b
+                        && !a.split(" | ").any(|x| x == b)
+                        && a.len() < 1000
+                    {
+                        a.push_str(" | ");
+                        a.push_str(b);
+                    }
+                    have.join(c);
+                }
+                Entry::Vacant(e) => {
+                    e.insert(Joined::new(c));
+                }
+            },
+        }
+    }
+    // The pinned versions of each name, to absorb its declared requirement.
+    let mut versions: BTreeMap<(Ecosystem, String), Vec<String>> = BTreeMap::new();
+    for (eco, name, v) in pinned.keys() {
+        versions
+            .entry((*eco, name.clone()))
+            .or_default()
+            .push(v.clone());
+    }
+    for ((eco, name), declared) in loose {
+        match versions.get(&(eco, name.clone())) {
+            Some(vs) => {
+                for v in vs {
+                    if let Some(c) = pinned.get_mut(&(eco, name.clone(), v.clone())) {
+                        c.c.direct = true;
+                        c.c.dev &= declared.c.dev;
+                        for f in &declared.c.found_in {
+                            c.add_file(f);
+                        }
                     }
                 }
             }
             None => {
-                let key = (c.ecosystem, c.name.clone());
-                match loose.get_mut(&key) {
-                    Some(have) => {
-                        if let (Some(a), Some(b)) = (&mut have.requirement, &c.requirement)
-                            && a != b
-                            && !a.split(" | ").any(|x| x == b)
-                        {
-                            a.push_str(" | ");
-                            a.push_str(b);
-                        }
-                        join(have, c);
-                    }
-                    None => {
-                        loose.insert(key, c);
-                    }
-                }
+                pinned.insert((eco, name, String::new()), declared);
             }
         }
     }
-    for ((eco, name), declared) in loose {
-        let mut hit = false;
-        for ((e, n, _), c) in pinned.iter_mut() {
-            if *e == eco && *n == name {
-                hit = true;
-                c.direct = true;
-                c.dev &= declared.dev;
-                for f in &declared.found_in {
-                    if !c.found_in.contains(f) {
-                        c.found_in.push(f.clone());
-                    }
-                }
-            }
-        }
-        if !hit {
-            pinned.insert((eco, name, String::new()), declared);
-        }
-    }
-    pinned.into_values().collect()
+    pinned.into_values().map(|j| j.c).collect()
 }
 
-fn join(have: &mut Component, c: Component) {
-    for f in c.found_in {
-        if !have.found_in.contains(&f) {
-            have.found_in.push(f);
+/// A component being merged, with sets beside its lists (no quadratic `contains`).
+struct Joined {
+    c: Component,
+    files: BTreeSet<String>,
+    deps: BTreeSet<String>,
+}
+
+impl Joined {
+    fn new(c: Component) -> Self {
+        Joined {
+            files: c.found_in.iter().cloned().collect(),
+            deps: c.depends_on.iter().cloned().collect(),
+            c,
         }
     }
-    have.evidence = have.evidence.min(c.evidence);
-    have.direct |= c.direct;
-    have.dev &= c.dev;
-    if have.license.is_none() {
-        have.license = c.license;
+
+    fn add_file(&mut self, f: &str) {
+        if self.files.insert(f.to_owned()) {
+            self.c.found_in.push(f.to_owned());
+        }
     }
-    for d in c.depends_on {
-        if !have.depends_on.contains(&d) {
-            have.depends_on.push(d);
+
+    fn join(&mut self, other: Component) {
+        for f in &other.found_in {
+            self.add_file(f);
+        }
+        self.c.evidence = self.c.evidence.min(other.evidence);
+        self.c.direct |= other.direct;
+        self.c.dev &= other.dev;
+        if self.c.license.is_none() {
+            self.c.license = other.license;
+        }
+        for d in other.depends_on {
+            if self.deps.insert(d.clone()) {
+                self.c.depends_on.push(d);
+            }
         }
     }
 }
 
-/// A file's text, bounded by [`MAX_FILE`].
+/// A file's text: lock files up to [`MAX_FILE`], everything else up to [`MAX_MANIFEST`].
 pub(crate) fn text(path: &Path) -> Result<String, String> {
-    let bytes = crate::read_bounded(path, MAX_FILE)
-        .ok_or_else(|| format!("unreadable, or larger than {MAX_FILE} bytes"))?;
+    let lock = path.file_name().is_some_and(|n| {
+        let n = n.to_string_lossy();
+        n.ends_with(".lock") || n.ends_with("-lock.json") || n == "npm-shrinkwrap.json"
+    });
+    let max = if lock { MAX_FILE } else { MAX_MANIFEST };
+    let bytes = crate::read_bounded(path, max).ok_or_else(|| {
+        if crate::budget::spent() {
+            "left unread: the scan's read budget is spent".to_owned()
+        } else {
+            format!("unreadable, or larger than {max} bytes")
+        }
+    })?;
     String::from_utf8(bytes).map_err(|_| "not UTF-8".to_owned())
 }
 

@@ -26,7 +26,7 @@ fn json(path: &Path) -> Result<Value, String> {
 }
 
 /// The installed package's name when `rel` is `…/node_modules/[@scope/]NAME/package.json`.
-fn installed_name(rel: &str) -> Option<String> {
+pub(crate) fn installed_name(rel: &str) -> Option<String> {
     let parts: Vec<&str> = rel.split('/').collect();
     let n = parts.len();
     if n >= 3 && parts[n - 3] == "node_modules" && !parts[n - 2].starts_with('@') {

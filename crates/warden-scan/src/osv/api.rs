@@ -1,11 +1,15 @@
 //! The online OSV source: an OSV-compatible API (`--osv-url`, the public `api.osv.dev` by
-//! default for `warden scan`). `POST /v1/querybatch` names the advisories for each component,
-//! `GET /v1/vulns/{id}` fetches each one once; the ranges are then evaluated here as for the
-//! offline source, which also gives the first fixed version.
+//! default for `warden scan`). `POST /v1/querybatch` names every advisory of each *package*
+//! (asked without a version, following `next_page_token`), `GET /v1/vulns/{id}` fetches each
+//! one once, and the ranges are evaluated here exactly as for the offline source: a version the
+//! API cannot order is then *unknown* here, never silently clean, and the first fixed version
+//! is known.
 //!
-//! Bounded: 1,000 queries a batch (the API's limit), answers of at most [`MAX_BODY`] bytes,
-//! [`MAX_ADVISORIES`] advisories, each request [`TIMEOUT`]. Any failure is an [`ApiError`]: the
-//! caller reports the components as *unknown*, never as clean.
+//! Bounded: 1,000 queries a batch (the API's limit), [`MAX_PAGES`] pages, answers of at most
+//! [`MAX_BODY`] bytes, [`MAX_ADVISORIES`] advisories, each request [`TIMEOUT`]; no redirect is
+//! followed (the inventory goes to the configured host only), and errors name the endpoint
+//! without credentials. Any failure is an [`ApiError`]: the caller reports the components as
+//! *unknown*, never as clean.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -13,7 +17,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::Advisory;
-use crate::component::Component;
+use crate::component::{Component, Ecosystem};
 
 /// The public OSV API.
 pub const PUBLIC: &str = "https://api.osv.dev";
@@ -26,6 +30,18 @@ pub const MAX_ADVISORIES: usize = 5_000;
 
 /// Time for one request.
 pub const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Most result pages followed for one batch.
+pub const MAX_PAGES: usize = 20;
+
+/// The advisories the API names, by package.
+#[derive(Debug, Default)]
+pub struct Answer {
+    /// Advisories by (ecosystem, normalised name).
+    pub by_package: BTreeMap<(Ecosystem, String), Vec<Advisory>>,
+    /// Ids that were not OSV ids, or advisories that did not parse.
+    pub skipped: usize,
+}
 
 /// Why the API could not answer.
 #[derive(Debug, thiserror::Error)]
@@ -48,104 +64,136 @@ pub enum ApiError {
     },
 }
 
-/// The advisories naming each component (by purl), from the API at `base`.
-pub fn query(
-    base: &str,
-    components: &[&Component],
-) -> Result<BTreeMap<String, Vec<Advisory>>, ApiError> {
+/// Every advisory of each component's package, from the API at `base`.
+pub fn query(base: &str, components: &[&Component]) -> Result<Answer, ApiError> {
+    let shown = crate::report::shown_url(base);
+    if base.contains(['?', '#']) {
+        return Err(ApiError::Malformed {
+            url: shown,
+            why: "give the API's base URL, without a query or fragment".into(),
+        });
+    }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| ApiError::Unreachable {
-            url: base.to_owned(),
+            url: shown,
             why: format!("no runtime: {e}"),
         })?;
     rt.block_on(query_async(base.trim_end_matches('/'), components))
 }
 
-async fn query_async(
-    base: &str,
-    components: &[&Component],
-) -> Result<BTreeMap<String, Vec<Advisory>>, ApiError> {
+async fn query_async(base: &str, components: &[&Component]) -> Result<Answer, ApiError> {
     let http = reqwest::Client::builder()
         .timeout(TIMEOUT)
         .connect_timeout(Duration::from_secs(10))
-        .redirect(reqwest::redirect::Policy::limited(3))
+        .redirect(reqwest::redirect::Policy::none())
         .user_agent(concat!("warden-scan/", env!("CARGO_PKG_VERSION")))
         .build()
         .map_err(|e| ApiError::Unreachable {
-            url: base.to_owned(),
+            url: crate::report::shown_url(base),
             why: e.to_string(),
         })?;
     let batch_url = format!("{base}/v1/querybatch");
-    let mut ids_of: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for chunk in components.chunks(1000) {
-        let queries: Vec<Value> = chunk
-            .iter()
-            .map(|c| {
-                json!({
-                    "package": { "name": c.name, "ecosystem": c.ecosystem.osv_name() },
-                    "version": c.version,
+    let packages: Vec<(Ecosystem, String)> = components
+        .iter()
+        .map(|c| (c.ecosystem, c.name.clone()))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let mut ids_of: BTreeMap<(Ecosystem, String), BTreeSet<String>> = BTreeMap::new();
+    for chunk in packages.chunks(1000) {
+        let mut pending: Vec<(usize, Option<String>)> =
+            (0..chunk.len()).map(|i| (i, None)).collect();
+        for _ in 0..MAX_PAGES {
+            if pending.is_empty() {
+                break;
+            }
+            let queries: Vec<Value> = pending
+                .iter()
+                .map(|(i, token)| {
+                    let (eco, name) = &chunk[*i];
+                    let mut q = json!({ "package": { "name": name, "ecosystem": eco.osv_name() } });
+                    if let Some(t) = token {
+                        q["page_token"] = json!(t);
+                    }
+                    q
                 })
-            })
-            .collect();
-        let answer = post(&http, &batch_url, &json!({ "queries": queries })).await?;
-        let results = answer
-            .get("results")
-            .and_then(Value::as_array)
-            .filter(|r| r.len() == chunk.len())
-            .ok_or_else(|| ApiError::Malformed {
-                url: batch_url.clone(),
-                why: "no `results` array with one entry per query".into(),
-            })?;
-        for (c, r) in chunk.iter().zip(results) {
-            let ids = r
-                .get("vulns")
+                .collect();
+            let answer = post(&http, &batch_url, &json!({ "queries": queries })).await?;
+            let results = answer
+                .get("results")
                 .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(|v| v.get("id").and_then(Value::as_str))
-                .map(str::to_owned);
-            ids_of.entry(c.purl.clone()).or_default().extend(ids);
+                .filter(|r| r.len() == pending.len())
+                .ok_or_else(|| ApiError::Malformed {
+                    url: crate::report::shown_url(&batch_url),
+                    why: "no `results` array with one entry per query".into(),
+                })?;
+            let mut next = Vec::new();
+            for ((i, _), r) in pending.iter().zip(results) {
+                let ids = r
+                    .get("vulns")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|v| v.get("id").and_then(Value::as_str))
+                    .map(str::to_owned);
+                ids_of.entry(chunk[*i].clone()).or_default().extend(ids);
+                if let Some(t) = r.get("next_page_token").and_then(Value::as_str) {
+                    next.push((*i, Some(t.to_owned())));
+                }
+            }
+            pending = next;
+        }
+        if !pending.is_empty() {
+            return Err(ApiError::Malformed {
+                url: crate::report::shown_url(&batch_url),
+                why: format!("still more pages after {MAX_PAGES}"),
+            });
         }
     }
     let wanted: BTreeSet<&String> = ids_of.values().flatten().collect();
     if wanted.len() > MAX_ADVISORIES {
         return Err(ApiError::Malformed {
-            url: batch_url,
+            url: crate::report::shown_url(&batch_url),
             why: format!(
                 "{} advisories named, over the limit of {MAX_ADVISORIES}",
                 wanted.len()
             ),
         });
     }
+    let mut out = Answer::default();
     let mut advisories: BTreeMap<String, Advisory> = BTreeMap::new();
     for id in wanted {
         // Ids are OSV's (`GHSA-…`, `PYSEC-…`): nothing else goes into the path.
-        if !id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c))
+        if id.is_empty()
+            || !id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c))
         {
+            out.skipped += 1;
             continue;
         }
         let url = format!("{base}/v1/vulns/{id}");
         let v = get(&http, &url).await?;
-        let a: Advisory = serde_json::from_value(v).map_err(|e| ApiError::Malformed {
-            url: url.clone(),
-            why: e.to_string(),
-        })?;
-        advisories.insert(id.clone(), a);
+        match serde_json::from_value::<Advisory>(v) {
+            Ok(a) => {
+                advisories.insert(id.clone(), a);
+            }
+            Err(_) => out.skipped += 1,
+        }
     }
-    Ok(ids_of
+    out.by_package = ids_of
         .into_iter()
-        .map(|(purl, ids)| {
+        .map(|(package, ids)| {
             let list = ids
                 .iter()
                 .filter_map(|i| advisories.get(i).cloned())
                 .collect();
-            (purl, list)
+            (package, list)
         })
-        .collect())
+        .collect();
+    Ok(out)
 }
 
 async fn post(http: &reqwest::Client, url: &str, body: &Value) -> Result<Value, ApiError> {
@@ -162,8 +210,9 @@ async fn answer(
     url: &str,
     resp: Result<reqwest::Response, reqwest::Error>,
 ) -> Result<Value, ApiError> {
+    let shown = crate::report::shown_url(url);
     let unreachable = |why: String| ApiError::Unreachable {
-        url: url.to_owned(),
+        url: shown.clone(),
         why,
     };
     let mut resp = resp.map_err(|e| unreachable(e.without_url().to_string()))?;
@@ -178,14 +227,14 @@ async fn answer(
     {
         if body.len() + chunk.len() > MAX_BODY {
             return Err(ApiError::Malformed {
-                url: url.to_owned(),
+                url: shown,
                 why: format!("answer longer than {MAX_BODY} bytes"),
             });
         }
         body.extend_from_slice(&chunk);
     }
     serde_json::from_slice(&body).map_err(|e| ApiError::Malformed {
-        url: url.to_owned(),
+        url: shown,
         why: e.to_string(),
     })
 }

@@ -94,6 +94,9 @@ pub struct RangeEvent {
     /// The last affected version.
     #[serde(default)]
     pub last_affected: Option<String>,
+    /// An upper limit: versions at or above every limit are outside the range.
+    #[serde(default)]
+    pub limit: Option<String>,
 }
 
 /// `severity[]`.
@@ -245,9 +248,12 @@ fn range_affects(scheme: Scheme, events: &[RangeEvent], version: &str) -> Match 
     fn key(v: &str) -> Option<&str> {
         if v == "0" { None } else { Some(v) }
     }
+    let limits: Vec<&str> = events.iter().filter_map(|e| e.limit.as_deref()).collect();
     if evs
         .iter()
-        .any(|(v, _)| key(v).is_some_and(|v| scheme.parse(v).is_none()))
+        .map(|(v, _)| *v)
+        .chain(limits.iter().copied())
+        .any(|v| key(v).is_some_and(|v| scheme.parse(v).is_none()))
     {
         return Match::Unknown;
     }
@@ -257,6 +263,14 @@ fn range_affects(scheme: Scheme, events: &[RangeEvent], version: &str) -> Match 
         (Some(_), None) => Ordering::Greater,
         (Some(a), Some(b)) => scheme.compare(a, b).unwrap_or(Ordering::Equal),
     };
+    // The schema's BeforeLimits: with limits, only versions below one of them can match
+    // (`*` is no limit).
+    let below_a_limit = limits
+        .iter()
+        .any(|l| *l == "*" || order(version, l) == Ordering::Less);
+    if !limits.is_empty() && !below_a_limit {
+        return Match::No;
+    }
     evs.sort_by(|a, b| order(a.0, b.0).then(a.1.cmp(&b.1)));
     let at_or_below = |v: &str| order(v, version) != Ordering::Greater;
     let mut affected = false;
@@ -331,31 +345,37 @@ pub struct Vulnerability {
     pub fixed: Option<String>,
 }
 
-/// The advisories that affect `c`, merged by shared ids and aliases; `Err` when `c`'s version
-/// could not be ordered against them.
+/// What the advisories say about one component.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Evaluated {
+    /// The vulnerabilities that affect it, merged by shared ids and aliases.
+    pub found: Vec<Vulnerability>,
+    /// Advisories it could not be ordered against (its version or theirs does not parse):
+    /// it may be affected by those.
+    pub unordered: Vec<String>,
+}
+
+/// The advisories that affect `c`; `Err` when `c` has no exact version.
 pub fn evaluate<'a>(
     c: &Component,
     advisories: impl IntoIterator<Item = &'a Advisory>,
-) -> Result<Vec<Vulnerability>, String> {
+) -> Result<Evaluated, String> {
     let Some(version) = &c.version else {
         return Err("no exact version".into());
     };
     let mut found: Vec<(&Advisory, Option<String>)> = Vec::new();
-    let mut unknown = Vec::new();
+    let mut unordered = Vec::new();
     for a in advisories {
         match a.matches(c.ecosystem, &c.name, version) {
             Match::Yes(fixed) => found.push((a, fixed)),
-            Match::Unknown => unknown.push(a.id.clone()),
+            Match::Unknown => unordered.push(a.id.clone()),
             Match::No => {}
         }
     }
-    if found.is_empty() && !unknown.is_empty() {
-        return Err(format!(
-            "version {version} cannot be ordered against {}",
-            unknown.join(", ")
-        ));
-    }
-    Ok(merge(c, version, found))
+    Ok(Evaluated {
+        found: merge(c, version, found),
+        unordered,
+    })
 }
 
 fn merge(
@@ -423,7 +443,8 @@ fn merge(
             let fixed = g
                 .iter()
                 .filter_map(|(_, f)| f.clone())
-                .min_by(|a, b| scheme.compare(a, b).unwrap_or(Ordering::Equal));
+                // The highest: the first version every merged advisory calls fixed.
+                .max_by(|a, b| scheme.compare(a, b).unwrap_or(Ordering::Equal));
             Vulnerability {
                 id,
                 ids,

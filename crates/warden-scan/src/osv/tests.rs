@@ -91,7 +91,7 @@ fn unorderable_versions_are_unknown_not_clean() {
         Evidence::Lock,
         "package-lock.json",
     );
-    assert!(evaluate(&c, [&a]).is_err());
+    assert_eq!(evaluate(&c, [&a]).unwrap().unordered, ["T-1"]);
 }
 
 #[test]
@@ -103,12 +103,16 @@ fn shared_aliases_merge_and_the_ghsa_id_leads() {
         r#"{"id":"GHSA-x","aliases":["CVE-1"],"severity":[{"type":"CVSS_V3","score":"CVSS:3.1/AV:N/AC:L/PR:N/UI:N/S:U/C:H/I:H/A:H"}],"affected":[{"package":{"ecosystem":"PyPI","name":"p"},"ranges":[{"type":"ECOSYSTEM","events":[{"introduced":"0"},{"fixed":"1.5"}]}]}]}"#,
     );
     let c = Component::pinned(Ecosystem::PyPI, "p", "1.0", Evidence::Lock, "r.txt");
-    let v = evaluate(&c, [&a, &b]).unwrap();
+    let v = evaluate(&c, [&a, &b]).unwrap().found;
     assert_eq!(v.len(), 1);
     assert_eq!(v[0].id, "GHSA-x");
     assert_eq!(v[0].ids, ["GHSA-x", "PYSEC-1"]);
     assert_eq!(v[0].aliases, ["CVE-1"]);
-    assert_eq!(v[0].fixed.as_deref(), Some("1.5"));
+    assert_eq!(
+        v[0].fixed.as_deref(),
+        Some("2.0"),
+        "the version that fixes both"
+    );
     assert_eq!(v[0].rating.severity, Severity::Critical);
     assert_eq!(v[0].rating.score, Some(9.8));
 }
@@ -167,4 +171,16 @@ proptest::proptest! {
         let a = adv(&format!(r#"{{"id":"X","severity":[{{"type":"CVSS_V3","score":{}}}]}}"#, serde_json::Value::from(v)));
         let _ = a.rating();
     }
+}
+
+#[test]
+fn limits_bound_a_range() {
+    let a = one(
+        "npm",
+        "l",
+        r#"[{"type":"SEMVER","events":[{"introduced":"0"},{"limit":"2.0.0"}]}]"#,
+    );
+    assert_eq!(a.matches(Ecosystem::Npm, "l", "1.9.0"), Match::Yes(None));
+    assert_eq!(a.matches(Ecosystem::Npm, "l", "2.0.0"), Match::No);
+    assert_eq!(a.matches(Ecosystem::Npm, "l", "3.0.0"), Match::No);
 }

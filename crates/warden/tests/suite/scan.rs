@@ -194,6 +194,35 @@ fn vulnerable_pins_are_found_offline_and_through_an_osv_api() {
     let (code, online) = scan_json(&[dir.to_str().unwrap(), "--osv-url", &api.url]);
     assert_eq!(code, 0);
     assert_eq!(vuln_ids(&online), want, "the API gives the same answer");
+    // One advisory a page: every page is followed.
+    let paged = FakeOsv::start(&["--page-size=1"]);
+    let (_, r) = scan_json(&[dir.to_str().unwrap(), "--osv-url", &paged.url]);
+    assert_eq!(vuln_ids(&r), want);
+    // A query string or a redirect never carries the inventory elsewhere.
+    let (code, r) = scan_json(&[
+        dir.to_str().unwrap(),
+        "--osv-url",
+        &format!("{}/?key=x", api.url),
+    ]);
+    assert_eq!(code, 3);
+    let urllib3 = r["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "urllib3")
+        .unwrap();
+    assert!(
+        urllib3["osv"]["why"]
+            .as_str()
+            .unwrap()
+            .contains("without a query")
+    );
+    let creds = api.url.replace("http://", "http://user:secret@");
+    let (_, r) = scan_json(&[dir.to_str().unwrap(), "--osv-url", &creds]);
+    assert!(
+        !r.to_string().contains("secret"),
+        "credentials never reach the report"
+    );
     assert!(
         online["vulnerability_check"]["source"]
             .as_str()
@@ -740,4 +769,61 @@ fn every_offline_layout_is_read_and_a_missing_ecosystem_is_unknown() {
             .contains("no PyPI data"),
         "{urllib3}"
     );
+}
+
+#[test]
+fn what_the_inventory_could_not_read_keeps_the_check_from_complete() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("requirements.txt"), "urllib3==2.2.2\n").unwrap();
+    // Over the 4 MiB manifest cap: unreadable, so its components are missing.
+    let padding = " ".repeat(5 << 20);
+    std::fs::write(
+        d.path().join("package.json"),
+        format!("{{\"dependencies\":{{\"minimist\":\"1.2.5\"}}{padding}}}"),
+    )
+    .unwrap();
+    let (code, r) = scan_json(&[d.path().to_str().unwrap(), "--osv-db", &osv_db()]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        r["vulnerability_check"]["status"], "partial",
+        "{:#}",
+        r["vulnerability_check"]
+    );
+    assert!(r["vulnerability_check"]["incomplete"].is_string());
+    assert_eq!(r["unreadable"][0]["file"], "package.json");
+    // Nothing readable at all: unknown, not "nothing to check".
+    std::fs::remove_file(d.path().join("requirements.txt")).unwrap();
+    let (code, r) = scan_json(&[d.path().to_str().unwrap(), "--osv-db", &osv_db()]);
+    assert_eq!(code, 3);
+    assert_eq!(r["vulnerability_check"]["status"], "unknown");
+}
+
+#[test]
+fn an_aliased_package_cannot_hide_its_install_hook() {
+    let d = tempfile::tempdir().unwrap();
+    let pkg = d.path().join("node_modules/helper");
+    std::fs::create_dir_all(&pkg).unwrap();
+    std::fs::write(
+        pkg.join("package.json"),
+        r#"{"name":"evil","version":"1.0.0","scripts":{"postinstall":"node steal.js"}}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        d.path().join("package.json"),
+        r#"{"name":"app","dependencies":{"helper":"npm:evil@1.0.0"}}"#,
+    )
+    .unwrap();
+    let (_, r) = scan_json(&[
+        d.path().to_str().unwrap(),
+        "--osv-db",
+        &osv_db(),
+        "--allow-unknown",
+    ]);
+    let hook = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["rule"] == "npm-lifecycle-script")
+        .unwrap_or_else(|| panic!("{:#}", r["findings"]));
+    assert!(hook["message"].as_str().unwrap().contains("node steal.js"));
 }
