@@ -64,6 +64,7 @@ impl Scanned {
             "vulnerabilities": r.vulnerabilities,
             "context": r.findings.iter().filter(|f| f.category != Category::VulnerableDependency).take(50).collect::<Vec<_>>(),
             "unreadable": r.unreadable,
+            "truncated": r.truncated,
             "duration_ms": r.duration_ms,
         })
     }
