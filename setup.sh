@@ -17,7 +17,7 @@ command -v cc >/dev/null || need+=(gcc libc6-dev)
 [ -x /usr/bin/node ] || need+=(nodejs)
 command -v npm >/dev/null || need+=(npm)
 command -v git >/dev/null || need+=(git)
-command -v unshare >/dev/null || need+=(util-linux)
+command -v unshare >/dev/null && command -v setpriv >/dev/null || need+=(util-linux)  # setpriv: the pod simulation
 [ -x /usr/sbin/mkfs.ext4 ] || [ -x /sbin/mkfs.ext4 ] || need+=(e2fsprogs)  # serve's disk quota
 command -v ip >/dev/null || need+=(iproute2)
 if [ ${#need[@]} -gt 0 ]; then
@@ -35,6 +35,9 @@ mkdir -p "$dest"
 "$dest/sdk/bin/python" -c 'import importlib.metadata as m; assert m.version("cyclonedx-python-lib") == "11.6.0"' \
     2>/dev/null || "$dest/sdk/bin/pip" install --quiet --disable-pip-version-check \
     'cyclonedx-python-lib==11.6.0' jsonschema referencing
+# The Kubernetes schemas (kubernetes-validate) check deploy/kubernetes/ for two versions.
+"$dest/sdk/bin/python" -c 'import importlib.metadata as m; assert m.version("kubernetes-validate") == "1.37.0"' \
+    2>/dev/null || "$dest/sdk/bin/pip" install --quiet --disable-pip-version-check 'kubernetes-validate==1.37.0'
 
 fixtures/real/install.sh
 fixtures/llm/install.sh

@@ -28,6 +28,60 @@ pub enum Command {
     /// Read what an MCP server is made of without running it: inventory, known
     /// vulnerabilities (OSV), manifest capabilities, typosquat hints; an SBOM on request.
     Scan(ScanArgs),
+    /// Detonate every target of a list, N at once, with resume, shards and a merged summary.
+    Sweep(SweepArgs),
+}
+
+/// `warden sweep LIST --out DIR [...] [-- DETONATE-OPTIONS...]`, or `warden sweep merge`.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct SweepArgs {
+    #[command(subcommand)]
+    pub merge: Option<SweepMerge>,
+    /// The list: one target per line (`npm:…`, `pypi:…`, `github:…`, a folder), or a JSON
+    /// object with `target`, `command`, `transport`, `env`; `#` comments.
+    #[arg(value_name = "LIST")]
+    pub list: Option<PathBuf>,
+    /// The output folder: results.jsonl, reports/, summary.json, index.html.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Detonations at once (default: the number of cores).
+    #[arg(long, value_name = "N")]
+    pub jobs: Option<usize>,
+    /// Only this shard of the list: I/N takes the targets whose stable hash is I modulo N
+    /// (I from 0, as Kubernetes' JOB_COMPLETION_INDEX).
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<String>,
+    /// Continue a sweep in --out: skip targets already recorded at the same version.
+    #[arg(long)]
+    pub resume: bool,
+    /// Also write these report formats per target (json is always written).
+    #[arg(long, value_name = "FORMAT", value_delimiter = ',', value_parser = ["sarif", "html"])]
+    pub formats: Vec<String>,
+    /// Memory for all sandboxes together (e.g. 8G; default: the memory available now); fewer
+    /// detonations run at once when N would not fit.
+    #[arg(long, value_name = "SIZE")]
+    pub memory_total: Option<String>,
+    /// Kill a detonation still running after this long (its own budgets end it first).
+    #[arg(long, value_name = "DURATION", default_value = "20m")]
+    pub target_timeout: String,
+    /// Options for every `warden detonate` (after `--`: --timeout, --osv-db, --no-payloads…).
+    #[arg(last = true, value_name = "DETONATE-OPTIONS")]
+    pub detonate: Vec<String>,
+}
+
+/// `warden sweep merge DIR... --out DIR`
+#[derive(Debug, Subcommand)]
+pub enum SweepMerge {
+    /// Merge shard outputs into one results.jsonl, summary.json and index.html.
+    Merge {
+        /// The shards' output folders.
+        #[arg(value_name = "DIR", required = true)]
+        dirs: Vec<PathBuf>,
+        /// The merged output folder.
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+    },
 }
 
 /// `warden scan TARGET ...`
@@ -109,6 +163,10 @@ pub struct DetonateArgs {
     /// --osv-db, a detonation asks no one and reports them as unknown.
     #[arg(long, value_name = "URL")]
     pub osv_url: Option<String>,
+    /// Also write the report in another format (repeatable): FORMAT=FILE, FORMAT one of
+    /// json, sarif, html.
+    #[arg(long, value_name = "FORMAT=FILE")]
+    pub also_output: Vec<String>,
     /// Extra environment variable for the server (K=V, repeatable).
     #[arg(long, value_name = "K=V")]
     pub env: Vec<String>,

@@ -24,6 +24,7 @@ enum Gate {
 /// 128+N on signal N.
 pub fn main(args: DetonateArgs) -> ExitCode {
     clean_up_on_signals();
+    die_with_the_sweep();
     match detonate(&args) {
         Ok(Gate::Tripped) => ExitCode::from(1),
         Ok(Gate::Passed) => ExitCode::SUCCESS,
@@ -36,6 +37,22 @@ pub fn main(args: DetonateArgs) -> ExitCode {
             );
             ExitCode::from(2)
         }
+    }
+}
+
+/// Started by `warden sweep`: end (SIGTERM, so the folders are cleaned up) when the sweep
+/// ends, even by SIGKILL; and do not start at all if it is already gone.
+fn die_with_the_sweep() {
+    let Some(parent) = std::env::var(warden_sweep::runner::PARENT_ENV)
+        .ok()
+        .and_then(|p| p.parse::<i32>().ok())
+    else {
+        return;
+    };
+    let _ = nix::sys::prctl::set_pdeathsig(Some(nix::sys::signal::Signal::SIGTERM));
+    if nix::unistd::getppid().as_raw() != parent {
+        eprintln!("warden detonate: the sweep that started it is gone");
+        std::process::exit(130);
     }
 }
 
@@ -111,14 +128,30 @@ fn detonate(args: &DetonateArgs) -> Result<Gate> {
             (None, None) => warden_scan::OsvSource::None,
         },
     };
+    let mut also = Vec::new();
+    for spec in &args.also_output {
+        match spec.split_once('=') {
+            Some((f @ ("json" | "sarif" | "html"), file)) if !file.is_empty() => {
+                also.push((f.to_owned(), std::path::PathBuf::from(file)));
+            }
+            _ => bail!("--also-output {spec:?}: expected FORMAT=FILE, FORMAT json, sarif or html"),
+        }
+    }
     let jail = warden_jail::Jail::current_exe()?;
     let (report, rules) = warden_detonate::detonate(&jail, &options)?;
-    let text = match args.output.as_str() {
-        "json" => serde_json::to_string_pretty(&report)?,
-        "sarif" => serde_json::to_string_pretty(&report.sarif(&rules))?,
-        "html" => warden_detonate::html::html(&report),
-        _ => report.timeline(args.out.is_none() && std::io::stdout().is_terminal()),
+    let render = |format: &str| -> Result<String> {
+        Ok(match format {
+            "json" => serde_json::to_string_pretty(&report)?,
+            "sarif" => serde_json::to_string_pretty(&report.sarif(&rules))?,
+            "html" => warden_detonate::html::html(&report),
+            _ => report.timeline(args.out.is_none() && std::io::stdout().is_terminal()),
+        })
     };
+    for (format, file) in &also {
+        std::fs::write(file, render(format)?.as_bytes())
+            .with_context(|| format!("--also-output {}", file.display()))?;
+    }
+    let text = render(&args.output)?;
     match &args.out {
         Some(path) => std::fs::write(path, text.as_bytes())
             .with_context(|| format!("--out {}", path.display()))?,

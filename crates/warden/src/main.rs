@@ -11,6 +11,7 @@ mod rules;
 mod run;
 mod scan;
 mod serve;
+mod sweep;
 
 use std::process::ExitCode;
 
@@ -47,5 +48,6 @@ fn main() -> ExitCode {
         cli::Command::Detonate(args) => detonate::main(*args),
         cli::Command::Rules(args) => rules::main(args),
         cli::Command::Scan(args) => scan::main(args),
+        cli::Command::Sweep(args) => sweep::main(args),
     }
 }

@@ -146,3 +146,23 @@ in_a_container!(limits:
     // (a_stalled_reader_stops_neither_limits_nor_signals counts host processes by command
     // line, and the container's own `unshare` and `sh` share it: it is not repeated here.)
 );
+
+/// A container without CAP_KILL could not end the jail's processes (they run under
+/// subordinate ids): a `--timeout 2s` run hung past its timeout. Now it is refused at once.
+#[test]
+fn without_cap_kill_a_sandbox_is_refused_not_left_unstoppable() {
+    let begun = std::time::Instant::now();
+    let out = std::process::Command::new("setpriv")
+        .args(["--bounding-set", "-kill", "--inh-caps=-all", "--"])
+        .arg(super::common::the_binary())
+        .args(["run", "--timeout", "2s", "--", "sleep", "100"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert!(
+        stderr.contains("CAP_KILL") && stderr.contains("--cap-add KILL"),
+        "{stderr}"
+    );
+    assert!(begun.elapsed() < std::time::Duration::from_secs(30));
+}

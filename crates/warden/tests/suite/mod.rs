@@ -14,4 +14,5 @@ mod run_cli;
 mod runtimes;
 mod scan;
 mod serve;
+mod sweep;
 mod trace;

@@ -1,0 +1,152 @@
+//! `results.jsonl`: one line per judged target, appended as each detonation ends (one `write`
+//! of the whole line with `O_APPEND`, then `fsync`), so a sweep killed at any point leaves
+//! whole lines only, and `--resume` knows exactly what was done. A torn last line (a crash
+//! inside the write) is ignored on reading.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// What one detonation gave.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Outcome {
+    /// The target's key (its spec, then its command).
+    pub target: String,
+    /// The version a resume compares.
+    pub version: String,
+    /// The report's file name under `reports/`, without the extension.
+    pub slug: String,
+    /// PASS … CRITICAL, INCONCLUSIVE, or `ERROR` when no report came out.
+    pub verdict: String,
+    /// 0–100 (0 without a report).
+    pub score: u32,
+    /// The finding categories, sorted, each once.
+    pub categories: Vec<String>,
+    /// The rules that drew findings, sorted, each once.
+    #[serde(default)]
+    pub rules: Vec<String>,
+    /// Wall time of this target.
+    pub duration_ms: u64,
+    /// Why there is no verdict (a usage error, a fetch that failed, a crash), if there is none.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// Why the verdict is INCONCLUSIVE: `stage: reason`.
+    #[serde(default)]
+    pub why: Option<String>,
+    /// The most memory any of its sandboxes (install, server) used, from the cgroup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_memory_bytes: Option<u64>,
+}
+
+/// Why the results file could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ResultsError {
+    /// Reading or writing it failed.
+    #[error("{path}: {why}")]
+    Io {
+        /// The file.
+        path: String,
+        /// Why.
+        why: String,
+    },
+}
+
+/// Every whole line of `path` (none if it does not exist), the last outcome per target key.
+pub fn load(path: &Path) -> Result<BTreeMap<String, Outcome>, ResultsError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
+        Err(e) => {
+            return Err(ResultsError::Io {
+                path: path.display().to_string(),
+                why: e.to_string(),
+            });
+        }
+    };
+    Ok(text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Outcome>(l).ok())
+        .map(|o| (o.target.clone(), o))
+        .collect())
+}
+
+/// End a torn last line (a crash inside a write) so the next line starts on its own.
+pub fn repair(path: &Path) -> Result<(), ResultsError> {
+    let io = |e: std::io::Error| ResultsError::Io {
+        path: path.display().to_string(),
+        why: e.to_string(),
+    };
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io(e)),
+    };
+    if bytes.last().is_some_and(|b| *b != b'\n') {
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(path)
+            .map_err(io)?;
+        f.write_all(b"\n").map_err(io)?;
+    }
+    Ok(())
+}
+
+/// Append `o` to `path` as one line, durably.
+pub fn append(path: &Path, o: &Outcome) -> Result<(), ResultsError> {
+    let io = |e: std::io::Error| ResultsError::Io {
+        path: path.display().to_string(),
+        why: e.to_string(),
+    };
+    let mut line = serde_json::to_string(o).map_err(|e| ResultsError::Io {
+        path: path.display().to_string(),
+        why: e.to_string(),
+    })?;
+    line.push('\n');
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(io)?;
+    f.write_all(line.as_bytes()).map_err(io)?;
+    f.sync_data().map_err(io)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn o(t: &str, v: &str) -> Outcome {
+        Outcome {
+            target: t.into(),
+            version: v.into(),
+            slug: t.into(),
+            verdict: "PASS".into(),
+            score: 0,
+            categories: vec![],
+            rules: vec![],
+            duration_ms: 1,
+            error: None,
+            why: None,
+            peak_memory_bytes: None,
+        }
+    }
+
+    #[test]
+    fn a_torn_last_line_is_ignored_and_the_last_outcome_wins() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("results.jsonl");
+        append(&p, &o("a", "1")).unwrap();
+        append(&p, &o("b", "1")).unwrap();
+        append(&p, &o("a", "2")).unwrap();
+        let mut f = std::fs::OpenOptions::new().append(true).open(&p).unwrap();
+        f.write_all(b"{\"target\":\"c\",\"ver").unwrap();
+        repair(&p).unwrap();
+        append(&p, &o("d", "1")).unwrap();
+        let all = load(&p).unwrap();
+        assert_eq!(all.len(), 3, "{all:?}");
+        assert_eq!(all["a"].version, "2");
+        assert!(load(&d.path().join("none")).unwrap().is_empty());
+    }
+}
