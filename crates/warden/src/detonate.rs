@@ -1,7 +1,7 @@
 //! `warden detonate`: options in, report out (stdout or --out), progress on stderr, and the
 //! `--fail-on` exit status.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
@@ -152,17 +152,7 @@ fn detonate(args: &DetonateArgs) -> Result<Gate> {
             .with_context(|| format!("--also-output {}", file.display()))?;
     }
     let text = render(&args.output)?;
-    match &args.out {
-        Some(path) => std::fs::write(path, text.as_bytes())
-            .with_context(|| format!("--out {}", path.display()))?,
-        None => {
-            let mut out = std::io::stdout().lock();
-            out.write_all(text.as_bytes())?;
-            if !text.ends_with('\n') {
-                out.write_all(b"\n")?;
-            }
-        }
-    }
+    crate::emit::emit(&text, args.out.as_deref())?;
     let gate = args.fail_on.as_deref().and_then(severity);
     let tripped = gate.is_some_and(|g| report.findings.iter().any(|f| f.severity >= g));
     if let Some(why) = &report.why {

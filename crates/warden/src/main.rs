@@ -7,6 +7,7 @@
 
 mod cli;
 mod detonate;
+mod emit;
 mod rules;
 mod run;
 mod scan;

@@ -3,7 +3,7 @@
 //! reaches `--fail-on`, 2 on errors, 3 when no component's vulnerabilities could be checked
 //! (unless `--allow-unknown`): a gate must not pass on a check that did not happen.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -88,17 +88,7 @@ fn scan(args: &ScanArgs) -> Result<u8> {
         ))?),
         _ => report.timeline(terminal),
     };
-    match &args.out {
-        Some(path) => std::fs::write(path, text.as_bytes())
-            .with_context(|| format!("--out {}", path.display()))?,
-        None => {
-            let mut out = std::io::stdout().lock();
-            out.write_all(text.as_bytes())?;
-            if !text.ends_with('\n') {
-                out.write_all(b"\n")?;
-            }
-        }
-    }
+    crate::emit::emit(&text, args.out.as_deref())?;
     let gate = args.fail_on.as_deref().and_then(|s| {
         serde_json::from_value::<warden_events::Severity>(serde_json::Value::String(s.into())).ok()
     });

@@ -215,13 +215,7 @@ async fn read_body(mut resp: reqwest::Response) -> Result<String, LlmError> {
 }
 
 /// `url` as the report shows it: no user, password, query or fragment.
-pub fn shown_url(url: &str) -> String {
-    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
-    let rest = rest.split(['?', '#']).next().unwrap_or("");
-    let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    let host = host.rsplit('@').next().unwrap_or(host);
-    format!("{scheme}://{host}{path}")
-}
+pub use warden_scan::report::shown_url;
 
 /// Whether `url` names this machine (loopback), where plain http cannot leak a key.
 pub fn is_loopback(url: &str) -> bool {

@@ -87,6 +87,15 @@ fn vuln_ids(report: &Value) -> BTreeSet<(String, String, String)> {
         .collect()
 }
 
+fn component<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("{name} missing"))
+}
+
 fn rules(report: &Value) -> Vec<String> {
     report["findings"]
         .as_array()
@@ -205,12 +214,7 @@ fn vulnerable_pins_are_found_offline_and_through_an_osv_api() {
         &format!("{}/?key=x", api.url),
     ]);
     assert_eq!(code, 3);
-    let urllib3 = r["components"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "urllib3")
-        .unwrap();
+    let urllib3 = component(&r, "urllib3");
     assert!(
         urllib3["osv"]["why"]
             .as_str()
@@ -756,12 +760,7 @@ fn every_offline_layout_is_read_and_a_missing_ecosystem_is_unknown() {
     .unwrap();
     let (code, r) = scan_json(&[dir, "--osv-db", npm_only.path().to_str().unwrap()]);
     assert_eq!(code, 3);
-    let urllib3 = r["components"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "urllib3")
-        .unwrap();
+    let urllib3 = component(&r, "urllib3");
     assert!(
         urllib3["osv"]["why"]
             .as_str()
