@@ -32,8 +32,29 @@ pub struct Observation {
     pub markers: BTreeSet<&'static str>,
 }
 
+/// Syscalls the C library and runtimes try on their own and fall back from when refused
+/// (threads try `clone3`, libuv tries io_uring, file APIs try `openat2`): the sandbox's
+/// `ENOSYS` for them is no behaviour of the tool. The same list as the exclusion in the
+/// `sandbox-violation` rule (a test keeps them equal).
+pub const FALLBACK_PROBES: [&str; 5] = [
+    "clone3",
+    "openat2",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+];
+
 /// Side effects that count: what a tool does beyond computing its answer.
 fn effect(e: &Event) -> Option<&'static str> {
+    if e.kind == EventKind::SandboxDenied
+        && (e.data["syscall"]
+            .as_str()
+            .is_some_and(|s| FALLBACK_PROBES.contains(&s))
+            || e.data["family"] == "netlink")
+    {
+        // A thread pool growing on call N (a new thread's clone3 probe) is not a change.
+        return None;
+    }
     Some(match e.kind {
         EventKind::ProcessSpawn => "process.spawn",
         EventKind::NetConnect => "net.connect",
@@ -178,6 +199,24 @@ pub(super) async fn repeat(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fallback_probes_match_the_sandbox_violation_rule() {
+        let rule = include_str!("../../../warden-rules/rules/sandbox-violation.yaml");
+        for p in FALLBACK_PROBES {
+            assert!(rule.contains(p), "{p}");
+        }
+        let probe = |syscall: &str| Event {
+            id: 1,
+            t_ms: 0,
+            kind: EventKind::SandboxDenied,
+            pid: None,
+            triggered_by: None,
+            data: serde_json::json!({ "syscall": syscall, "errno": 38 }),
+        };
+        assert_eq!(effect(&probe("clone3")), None, "a thread pool growing");
+        assert_eq!(effect(&probe("ptrace")), Some("sandbox.denied"));
+    }
 
     fn outcome(output: Value, is_error: bool) -> Outcome {
         Outcome {
