@@ -64,6 +64,8 @@ pub struct Options {
     pub progress: bool,
     /// Full mode: a language model drives the server too.
     pub llm: Option<llm::Settings>,
+    /// The server speaks Streamable HTTP on this port inside the jail (stdio when `None`).
+    pub http: Option<harness::http::HttpTarget>,
     /// Where the static phase looks up known vulnerabilities (none by default: a detonation
     /// asks no third party about the package unless told to).
     pub osv: warden_scan::OsvSource,
@@ -85,6 +87,7 @@ impl Default for Options {
             progress: false,
             llm: None,
             osv: warden_scan::OsvSource::None,
+            http: None,
         }
     }
 }
@@ -150,6 +153,10 @@ pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_ru
             "aborted": session.aborted,
             "server_stderr": session.stderr.chars().take(4000).collect::<String>(),
             "argv": start.resolved.argv,
+            "transport": options.http.as_ref().map_or_else(
+                || json!("stdio"),
+                |h| json!({ "kind": "http", "port": h.port, "path": h.path }),
+            ),
             "install_exit_code": install.exit_code,
         }),
         events: observed.events,

@@ -76,6 +76,10 @@ pub enum EventKind {
     /// A tool's result or side effects changed in kind between repeats of the same call.
     #[serde(rename = "mcp.behaviour_changed")]
     McpBehaviourChanged,
+    /// What an HTTP server shows of itself: the addresses it listens on, whether it
+    /// accepts a foreign `Origin`/`Host`, whether it asked for credentials.
+    #[serde(rename = "mcp.http_surface")]
+    McpHttpSurface,
     /// An adversarial payload was sent.
     #[serde(rename = "harness.payload")]
     HarnessPayload,

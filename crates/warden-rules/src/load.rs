@@ -42,6 +42,18 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "rug-pull-behaviour-shape.yaml",
         include_str!("../rules/rug-pull-behaviour-shape.yaml"),
     ),
+    (
+        "exposed-server-wildcard.yaml",
+        include_str!("../rules/exposed-server-wildcard.yaml"),
+    ),
+    (
+        "exposed-server-rebinding.yaml",
+        include_str!("../rules/exposed-server-rebinding.yaml"),
+    ),
+    (
+        "exposed-server-unauthenticated.yaml",
+        include_str!("../rules/exposed-server-unauthenticated.yaml"),
+    ),
     ("shell-exec.yaml", include_str!("../rules/shell-exec.yaml")),
     (
         "tool-instructions.yaml",

@@ -104,6 +104,23 @@ fn detonate(args: &DetonateArgs) -> Result<Gate> {
             .with_context(|| format!("--env {kv:?}: expected K=V"))?;
         env.push((k.to_owned(), v.to_owned()));
     }
+    let http = match (args.mcp_transport.as_str(), args.mcp_port) {
+        ("stdio", None) => None,
+        ("stdio", Some(_)) => bail!("--mcp-port goes with --mcp-transport http"),
+        ("http", Some(port)) if port > 0 => {
+            if !args.mcp_path.starts_with('/') || args.mcp_path.contains(char::is_whitespace) {
+                bail!("--mcp-path {:?}: a path starting with /", args.mcp_path);
+            }
+            Some(warden_detonate::harness::http::HttpTarget {
+                port,
+                path: args.mcp_path.clone(),
+            })
+        }
+        ("http", _) => bail!(
+            "--mcp-transport http needs --mcp-port PORT (where the server listens in the jail)"
+        ),
+        (other, _) => bail!("--mcp-transport {other}: not built yet (stdio and http are)"),
+    };
     let options = warden_detonate::Options {
         target: args.target.clone(),
         command,
@@ -127,6 +144,7 @@ fn detonate(args: &DetonateArgs) -> Result<Gate> {
             (None, Some(url)) => warden_scan::OsvSource::Online(url.clone()),
             (None, None) => warden_scan::OsvSource::None,
         },
+        http,
     };
     let mut also = Vec::new();
     for spec in &args.also_output {

@@ -25,6 +25,7 @@ use crate::payloads::{self, Payload};
 use crate::{args, metadata};
 
 mod agent;
+pub mod http;
 mod reading;
 mod repeat;
 
@@ -125,6 +126,8 @@ pub struct Settings {
     pub progress: bool,
     /// Full mode: the model that plays the agent.
     pub llm: Option<crate::llm::Settings>,
+    /// The server speaks Streamable HTTP on this port inside the jail (stdio when `None`).
+    pub http: Option<http::HttpTarget>,
 }
 
 /// Hex SHA-256 of `text`.
@@ -345,11 +348,23 @@ pub fn run(
         canaries: warden_trace::Canaries::new(link.canaries()),
         kind: None,
     };
-    let result = rt.block_on(async {
-        let stdin = tokio::process::ChildStdin::from_std(stdin)?;
-        let stdout = tokio::process::ChildStdout::from_std(stdout)?;
-        session(&mut ctx, stdout, stdin).await
-    });
+    let result = match &settings.http {
+        None => rt.block_on(async {
+            let stdin = tokio::process::ChildStdin::from_std(stdin)?;
+            let stdout = tokio::process::ChildStdout::from_std(stdout)?;
+            let transport =
+                AsyncRwTransport::new_client(stdout, stdin).with_max_line_length(MAX_LINE);
+            session(&mut ctx, transport).await
+        }),
+        Some(target) => {
+            // The server's stdout is only its log: drained so it never blocks. Its stdin
+            // stays open for the session (some servers end on EOF).
+            std::thread::spawn(move || std::io::copy(&mut { stdout }, &mut std::io::sink()));
+            let result = http_session(&rt, &mut ctx, running.supervisor_pid(), target);
+            drop(stdin);
+            result
+        }
+    };
     if let Err(e) = result {
         ctx.session.aborted = Some(format!("{e:#}"));
     }
@@ -387,14 +402,95 @@ pub fn run(
     Ok((session, link.events()))
 }
 
-async fn session(
+/// The session over Streamable HTTP: the server's port in the jail reached through a
+/// [`http::Forwarder`], once it listens (within the initialize budget).
+fn http_session(
+    rt: &tokio::runtime::Runtime,
     ctx: &mut Ctx<'_>,
-    stdout: tokio::process::ChildStdout,
-    stdin: tokio::process::ChildStdin,
+    supervisor: u32,
+    target: &http::HttpTarget,
 ) -> Result<()> {
+    let started = Instant::now();
+    let limit = (ctx.settings.call_timeout * 3).min(ctx.left());
+    let deadline = started + limit;
+    let mut init = None;
+    while init.is_none() && Instant::now() < deadline {
+        init = http::init_of(supervisor);
+        if init.is_none() {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    let forwarder = init
+        .context("the jail's init could not be found")
+        .and_then(|pid| {
+            http::Forwarder::start(pid, target.port).context("forwarding into the jail")
+        })?;
+    ctx.progress(&format!("waiting for port {}", target.port));
+    if !forwarder.wait_listening(deadline) {
+        ctx.record(
+            EventKind::McpTiming,
+            json!({ "phase": "initialize", "ms": ms(started), "timed_out": true, "inconclusive": true, "transport": "http", "port": target.port }),
+        );
+        anyhow::bail!(
+            "the server never listened on port {} (waited {} ms)",
+            target.port,
+            limit.as_millis()
+        );
+    }
+    let uri = format!("http://{}{}", forwarder.addr(), target.path);
+    // The transport starts its worker task when made: inside the runtime.
+    let result = rt.block_on(async {
+        let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(uri);
+        session(ctx, transport).await
+    });
+    if ctx.session.initialized {
+        surface(ctx, &forwarder, init.unwrap_or_default(), target);
+    }
+    drop(forwarder);
+    result
+}
+
+/// Record what the server's HTTP surface shows (`mcp.http_surface`): where it listens, whether
+/// a DNS-rebinding request is answered, and whether it answered without credentials while it
+/// offers destructive tools.
+fn surface(ctx: &Ctx<'_>, forwarder: &http::Forwarder, init: u32, target: &http::HttpTarget) {
+    let listening = http::listening(init, target.port);
+    let status = http::foreign_origin_status(forwarder.addr(), target.port, &target.path);
+    let destructive: Vec<String> = ctx
+        .session
+        .tools
+        .iter()
+        .filter_map(|t| {
+            let name = t["name"].as_str()?;
+            crate::metadata::destructive(name, t.get("annotations"))
+                .filter(|d| !d.starts_with("mutates:"))
+                .map(|_| name.to_owned())
+        })
+        .collect();
+    ctx.record(
+        EventKind::McpHttpSurface,
+        json!({
+            "port": target.port,
+            "path": target.path,
+            "listening": listening,
+            "wildcard": http::wildcard(&listening),
+            "foreign_origin_status": status,
+            "foreign_origin_accepted": status.is_some_and(|s| (200..300).contains(&s)),
+            // The harness sent no credentials and the session went through.
+            "authenticated": false,
+            "destructive_tools": destructive,
+            "unauthenticated_destructive": !destructive.is_empty(),
+        }),
+    );
+}
+
+async fn session<T, E, A>(ctx: &mut Ctx<'_>, transport: T) -> Result<()>
+where
+    T: rmcp::transport::IntoTransport<rmcp::RoleClient, E, A> + Send + 'static,
+    E: std::error::Error + Send + Sync + 'static,
+{
     // The policy opened `startup` before the server's first exec.
     ctx.progress("initializing");
-    let transport = AsyncRwTransport::new_client(stdout, stdin).with_max_line_length(MAX_LINE);
     let started = Instant::now();
     let init_limit = (ctx.settings.call_timeout * 3).min(ctx.left());
     let client = match tokio::time::timeout(init_limit, ().serve(transport)).await {

@@ -46,6 +46,7 @@ pub fn session(
                 adversarial: options.adversarial,
                 progress: options.progress,
                 llm: options.llm.clone(),
+                http: options.http.clone(),
             };
             harness::run(jail, &start.policy, &start.resolved.argv, &settings)?
         }

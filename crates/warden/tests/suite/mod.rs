@@ -4,6 +4,7 @@ mod containers;
 mod detonate;
 mod escape;
 mod full_mode;
+mod http;
 mod inconclusive;
 mod jail_api;
 mod limits;

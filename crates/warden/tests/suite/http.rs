@@ -1,0 +1,141 @@
+//! `warden detonate --mcp-transport http`: servers built on the official Python SDK, started in
+//! the jail and reached over Streamable HTTP inside the jail's network namespace. The same
+//! malicious server gives the same findings over stdio and http; a careless one (bound to
+//! every interface, no Origin check, destructive tools without authentication) gets
+//! `exposed_server` findings its stdio twin cannot; a server that never opens its port is
+//! INCONCLUSIVE within its start-up budget.
+
+use std::collections::BTreeSet;
+use std::process::Command;
+
+use serde_json::Value;
+
+use super::common::{fixtures, sdk_python, the_binary};
+
+fn detonate(script: &str, mode: &[&str], extra: &[&str]) -> (i32, Value) {
+    let command = format!(
+        "{} {} {}",
+        sdk_python().display(),
+        fixtures().join("mcp/http").join(script).display(),
+        mode.join(" ")
+    );
+    let out = Command::new(the_binary())
+        .args([
+            "detonate",
+            "--mcp-command",
+            &command,
+            "--output",
+            "json",
+            "--no-payloads",
+        ])
+        .args(["--call-timeout", "3s"])
+        .args(extra)
+        .output()
+        .unwrap();
+    let report = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    (out.status.code().unwrap_or(-1), report)
+}
+
+fn http(port: &str) -> Vec<&str> {
+    vec!["--mcp-transport", "http", "--mcp-port", port]
+}
+
+fn findings(r: &Value) -> BTreeSet<(String, String)> {
+    r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["rule"].as_str().unwrap().to_owned(),
+                f["tool"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_same_server_is_judged_the_same_over_stdio_and_http() {
+    let (_, stdio) = detonate("sdk_thief.py", &["stdio"], &[]);
+    let (_, over_http) = detonate("sdk_thief.py", &["http", "8765"], &http("8765"));
+    assert_eq!(stdio["verdict"], "HIGH", "{}", stdio["findings"]);
+    assert_eq!(over_http["verdict"], stdio["verdict"]);
+    assert_eq!(findings(&over_http), findings(&stdio));
+    assert_eq!(over_http["harness"]["transport"]["kind"], "http");
+    assert_eq!(over_http["harness"]["calls"], stdio["harness"]["calls"]);
+    // Loopback only, and the SDK's DNS-rebinding protection answers 421: nothing exposed.
+    let surface = over_http["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == "mcp.http_surface")
+        .unwrap();
+    assert_eq!(
+        surface["data"]["listening"],
+        serde_json::json!(["127.0.0.1"])
+    );
+    assert_eq!(surface["data"]["foreign_origin_accepted"], false);
+    assert!(
+        !over_http["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["category"] == "exposed_server")
+    );
+    let schema = fixtures().join("../schemas/warden.report.v1.json");
+    super::detonate::assert_valid(&schema, &over_http);
+}
+
+#[test]
+fn a_careless_http_server_is_found_exposed() {
+    let (_, r) = detonate("careless.py", &["http", "8766"], &http("8766"));
+    let rules: BTreeSet<String> = findings(&r).into_iter().map(|(rule, _)| rule).collect();
+    for want in [
+        "exposed-server-wildcard",
+        "exposed-server-rebinding",
+        "exposed-server-unauthenticated",
+        "destructive-tool",
+    ] {
+        assert!(rules.contains(want), "{want} in {rules:?}");
+    }
+    // Its stdio twin has no HTTP surface to judge.
+    let (_, twin) = detonate("careless.py", &["stdio"], &[]);
+    let twin_rules: BTreeSet<String> = findings(&twin).into_iter().map(|(rule, _)| rule).collect();
+    assert_eq!(twin_rules, BTreeSet::from(["destructive-tool".to_owned()]));
+}
+
+#[test]
+fn a_server_that_never_listens_is_inconclusive_within_its_budget() {
+    let begun = std::time::Instant::now();
+    let (code, r) = detonate("never_listens.py", &[], &http("8767"));
+    assert_eq!(code, 3);
+    assert_eq!(r["verdict"], "INCONCLUSIVE");
+    let why = r["why"]["reason"].as_str().unwrap();
+    assert!(why.contains("never listened on port 8767"), "{why}");
+    assert!(begun.elapsed() < std::time::Duration::from_secs(30));
+}
+
+#[test]
+fn transports_that_make_no_sense_are_refused() {
+    for args in [
+        vec!["--mcp-transport", "http"],
+        vec!["--mcp-transport", "sse", "--mcp-port", "1"],
+        vec!["--mcp-port", "8000"],
+        vec![
+            "--mcp-transport",
+            "http",
+            "--mcp-port",
+            "8000",
+            "--mcp-path",
+            "mcp",
+        ],
+    ] {
+        let out = Command::new(the_binary())
+            .args(["detonate", "--mcp-command", "python3 x.py"])
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+    }
+}
