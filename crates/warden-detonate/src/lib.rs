@@ -155,7 +155,7 @@ pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_ru
             "argv": start.resolved.argv,
             "transport": options.http.as_ref().map_or_else(
                 || json!("stdio"),
-                |h| json!({ "kind": "http", "port": h.port, "path": h.path }),
+                |h| json!({ "kind": if h.sse { "sse" } else { "http" }, "port": h.port, "path": h.path }),
             ),
             "install_exit_code": install.exit_code,
         }),

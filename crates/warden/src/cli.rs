@@ -163,16 +163,17 @@ pub struct DetonateArgs {
     /// --osv-db, a detonation asks no one and reports them as unknown.
     #[arg(long, value_name = "URL")]
     pub osv_url: Option<String>,
-    /// How the harness talks to the server: stdio (its pipes), or http (Streamable HTTP on
-    /// --mcp-port inside the jail's network namespace).
+    /// How the harness talks to the server: stdio (its pipes), http (Streamable HTTP) or sse
+    /// (legacy HTTP+SSE), both on --mcp-port inside the jail's network namespace.
     #[arg(long, value_name = "TRANSPORT", default_value = "stdio", value_parser = ["stdio", "http", "sse"])]
     pub mcp_transport: String,
     /// With --mcp-transport http: the port the server listens on inside the jail.
     #[arg(long, value_name = "PORT")]
     pub mcp_port: Option<u16>,
-    /// With --mcp-transport http: the MCP endpoint's path.
-    #[arg(long, value_name = "PATH", default_value = "/mcp")]
-    pub mcp_path: String,
+    /// With --mcp-transport http or sse: the MCP endpoint's path (default /mcp for http, the
+    /// event stream's /sse for sse).
+    #[arg(long, value_name = "PATH")]
+    pub mcp_path: Option<String>,
     /// Also write the report in another format (repeatable): FORMAT=FILE, FORMAT one of
     /// json, sarif, html.
     #[arg(long, value_name = "FORMAT=FILE")]

@@ -105,21 +105,22 @@ fn detonate(args: &DetonateArgs) -> Result<Gate> {
         env.push((k.to_owned(), v.to_owned()));
     }
     let http = match (args.mcp_transport.as_str(), args.mcp_port) {
-        ("stdio", None) => None,
-        ("stdio", Some(_)) => bail!("--mcp-port goes with --mcp-transport http"),
-        ("http", Some(port)) if port > 0 => {
-            if !args.mcp_path.starts_with('/') || args.mcp_path.contains(char::is_whitespace) {
-                bail!("--mcp-path {:?}: a path starting with /", args.mcp_path);
+        ("stdio", None) if args.mcp_path.is_none() => None,
+        ("stdio", _) => bail!("--mcp-port and --mcp-path go with --mcp-transport http or sse"),
+        (kind @ ("http" | "sse"), Some(port)) if port > 0 => {
+            let sse = kind == "sse";
+            let path = args
+                .mcp_path
+                .clone()
+                .unwrap_or_else(|| if sse { "/sse" } else { "/mcp" }.to_owned());
+            if !path.starts_with('/') || path.contains(char::is_whitespace) {
+                bail!("--mcp-path {path:?}: a path starting with /");
             }
-            Some(warden_detonate::harness::http::HttpTarget {
-                port,
-                path: args.mcp_path.clone(),
-            })
+            Some(warden_detonate::harness::http::HttpTarget { port, path, sse })
         }
-        ("http", _) => bail!(
-            "--mcp-transport http needs --mcp-port PORT (where the server listens in the jail)"
+        (kind, _) => bail!(
+            "--mcp-transport {kind} needs --mcp-port PORT (where the server listens in the jail)"
         ),
-        (other, _) => bail!("--mcp-transport {other}: not built yet (stdio and http are)"),
     };
     let options = warden_detonate::Options {
         target: args.target.clone(),

@@ -1,4 +1,4 @@
-//! Servers that speak Streamable HTTP instead of stdio: the server still runs in the jail
+//! Servers that speak Streamable HTTP (or legacy HTTP+SSE, [`super::sse`]) instead of stdio: the server still runs in the jail
 //! (same policy, trace, decoys, windows); the harness reaches its port *inside the jail's
 //! network namespace* through a [`Forwarder`]: a loopback listener on the host whose every
 //! connection is opened from a thread that joined the jail's network namespace, then copied
@@ -18,13 +18,15 @@ use std::time::{Duration, Instant};
 /// Most connections forwarded at once.
 pub const MAX_CONNECTIONS: usize = 64;
 
-/// Where the server listens inside the jail.
+/// Where the server listens inside the jail, and how it speaks.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HttpTarget {
     /// Its port (inside the jail's network namespace).
     pub port: u16,
-    /// The MCP endpoint's path (`/mcp`).
+    /// The MCP endpoint's path (`/mcp`; the event stream's, `/sse`, for legacy SSE).
     pub path: String,
+    /// Legacy HTTP+SSE (2024-11-05) instead of Streamable HTTP.
+    pub sse: bool,
 }
 
 /// The jail's init: the supervisor's child that lives in another network namespace.

@@ -28,6 +28,7 @@ mod agent;
 pub mod http;
 mod reading;
 mod repeat;
+pub mod sse;
 
 /// The MCP client the harness drives the server with.
 type Client = rmcp::service::RunningService<rmcp::RoleClient, ()>;
@@ -440,8 +441,12 @@ fn http_session(
     let uri = format!("http://{}{}", forwarder.addr(), target.path);
     // The transport starts its worker task when made: inside the runtime.
     let result = rt.block_on(async {
-        let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(uri);
-        session(ctx, transport).await
+        if target.sse {
+            session(ctx, sse::SseClient::connect(&uri)).await
+        } else {
+            let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(uri);
+            session(ctx, transport).await
+        }
     });
     if ctx.session.initialized {
         surface(ctx, &forwarder, init.unwrap_or_default(), target);
@@ -455,7 +460,12 @@ fn http_session(
 /// offers destructive tools.
 fn surface(ctx: &Ctx<'_>, forwarder: &http::Forwarder, init: u32, target: &http::HttpTarget) {
     let listening = http::listening(init, target.port);
-    let status = http::foreign_origin_status(forwarder.addr(), target.port, &target.path);
+    // The rebinding probe is a Streamable HTTP POST; an SSE server's stream is a GET.
+    let status = if target.sse {
+        None
+    } else {
+        http::foreign_origin_status(forwarder.addr(), target.port, &target.path)
+    };
     let destructive: Vec<String> = ctx
         .session
         .tools
@@ -472,6 +482,7 @@ fn surface(ctx: &Ctx<'_>, forwarder: &http::Forwarder, init: u32, target: &http:
         json!({
             "port": target.port,
             "path": target.path,
+            "transport": if target.sse { "sse" } else { "http" },
             "listening": listening,
             "wildcard": http::wildcard(&listening),
             "foreign_origin_status": status,

@@ -1,6 +1,7 @@
-//! `warden detonate --mcp-transport http`: servers built on the official Python SDK, started in
-//! the jail and reached over Streamable HTTP inside the jail's network namespace. The same
-//! malicious server gives the same findings over stdio and http; a careless one (bound to
+//! `warden detonate --mcp-transport http|sse`: servers built on the official Python SDK,
+//! started in the jail and reached over Streamable HTTP or legacy HTTP+SSE inside the jail's
+//! network namespace. The same malicious server gives the same findings over stdio, http and
+//! sse; a careless one (bound to
 //! every interface, no Origin check, destructive tools without authentication) gets
 //! `exposed_server` findings its stdio twin cannot; a server that never opens its port is
 //! INCONCLUSIVE within its start-up budget.
@@ -39,6 +40,10 @@ fn detonate(script: &str, mode: &[&str], extra: &[&str]) -> (i32, Value) {
 
 fn http(port: &str) -> Vec<&str> {
     vec!["--mcp-transport", "http", "--mcp-port", port]
+}
+
+fn sse(port: &str) -> Vec<&str> {
+    vec!["--mcp-transport", "sse", "--mcp-port", port]
 }
 
 fn findings(r: &Value) -> BTreeSet<(String, String)> {
@@ -85,6 +90,11 @@ fn the_same_server_is_judged_the_same_over_stdio_and_http() {
     );
     let schema = fixtures().join("../schemas/warden.report.v1.json");
     super::detonate::assert_valid(&schema, &over_http);
+    // Legacy HTTP+SSE: the same again.
+    let (_, over_sse) = detonate("sdk_thief.py", &["sse", "8768"], &sse("8768"));
+    assert_eq!(over_sse["harness"]["transport"]["kind"], "sse");
+    assert_eq!(over_sse["harness"]["transport"]["path"], "/sse");
+    assert_eq!(findings(&over_sse), findings(&stdio));
 }
 
 #[test]
@@ -99,6 +109,14 @@ fn a_careless_http_server_is_found_exposed() {
     ] {
         assert!(rules.contains(want), "{want} in {rules:?}");
     }
+    // Over legacy SSE: where it listens and what it offers unauthenticated are judged too.
+    let (_, r) = detonate("careless.py", &["sse", "8769"], &sse("8769"));
+    let rules: BTreeSet<String> = findings(&r).into_iter().map(|(rule, _)| rule).collect();
+    assert!(rules.contains("exposed-server-wildcard"), "{rules:?}");
+    assert!(
+        rules.contains("exposed-server-unauthenticated"),
+        "{rules:?}"
+    );
     // Its stdio twin has no HTTP surface to judge.
     let (_, twin) = detonate("careless.py", &["stdio"], &[]);
     let twin_rules: BTreeSet<String> = findings(&twin).into_iter().map(|(rule, _)| rule).collect();
@@ -120,7 +138,8 @@ fn a_server_that_never_listens_is_inconclusive_within_its_budget() {
 fn transports_that_make_no_sense_are_refused() {
     for args in [
         vec!["--mcp-transport", "http"],
-        vec!["--mcp-transport", "sse", "--mcp-port", "1"],
+        vec!["--mcp-transport", "sse"],
+        vec!["--mcp-transport", "stdio", "--mcp-path", "/x"],
         vec!["--mcp-port", "8000"],
         vec![
             "--mcp-transport",
