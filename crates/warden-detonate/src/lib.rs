@@ -153,7 +153,10 @@ pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_ru
             "aborted": session.aborted,
             "server_stderr": session.stderr.chars().take(4000).collect::<String>(),
             "argv": start.resolved.argv,
-            "transport": options.http.as_ref().map_or_else(
+            "transport": session.detected_transport.clone().or_else(|| options.http.as_ref().map(
+                |h| json!({ "kind": if h.sse { "sse" } else { "http" }, "port": h.port, "path": h.path }),
+            )).unwrap_or_else(|| json!("stdio")),
+            "transport_given": options.http.as_ref().map_or_else(
                 || json!("stdio"),
                 |h| json!({ "kind": if h.sse { "sse" } else { "http" }, "port": h.port, "path": h.path }),
             ),

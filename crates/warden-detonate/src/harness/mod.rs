@@ -10,6 +10,8 @@
 //! Every text the model would read goes through the content and credential checks.
 
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -43,6 +45,9 @@ const MAX_OUTPUT: usize = 1 << 20;
 /// What the harness learned, besides the events.
 #[derive(Debug, Default)]
 pub struct Session {
+    /// The transport the harness found on its own: a stdio start that did not answer, but
+    /// listened on a port that did (`{kind, port, path, detected: true}`).
+    pub detected_transport: Option<Value>,
     /// The tools as first listed.
     pub tools: Vec<Value>,
     /// Window name → tool name.
@@ -150,6 +155,8 @@ struct Ctx<'a> {
     /// The kind of the calls being made when they are not the harness's own benign ones
     /// (`repeat`, `llm`): they are not counted as benign calls.
     kind: Option<&'static str>,
+    /// Set once `initialize` is answered (read by the stdio start's port watcher).
+    answered: Arc<AtomicBool>,
 }
 
 impl Ctx<'_> {
@@ -348,15 +355,33 @@ pub fn run(
         session: Session::default(),
         canaries: warden_trace::Canaries::new(link.canaries()),
         kind: None,
+        answered: Arc::new(AtomicBool::new(false)),
     };
     let result = match &settings.http {
-        None => rt.block_on(async {
-            let stdin = tokio::process::ChildStdin::from_std(stdin)?;
-            let stdout = tokio::process::ChildStdout::from_std(stdout)?;
-            let transport =
-                AsyncRwTransport::new_client(stdout, stdin).with_max_line_length(MAX_LINE);
-            session(&mut ctx, transport).await
-        }),
+        None => {
+            let stdio = rt.block_on(async {
+                let stdin = tokio::process::ChildStdin::from_std(stdin)?;
+                let stdout = tokio::process::ChildStdout::from_std(stdout)?;
+                let transport =
+                    AsyncRwTransport::new_client(stdout, stdin).with_max_line_length(MAX_LINE);
+                // A server that listens on a port and stays silent on stdout speaks HTTP:
+                // stop waiting for its stdio answer (detect_http below takes over).
+                let answered = Arc::clone(&ctx.answered);
+                let supervisor = running.supervisor_pid();
+                tokio::select! {
+                    r = session(&mut ctx, transport) => r,
+                    port = listens_silently(supervisor, answered) => {
+                        Err(anyhow::anyhow!("no answer on stdio, and it listens on port {port}"))
+                    }
+                }
+            });
+            match stdio {
+                Err(e) if !ctx.session.initialized => {
+                    detect_http(&rt, &mut ctx, running.supervisor_pid()).unwrap_or(Err(e))
+                }
+                done => done,
+            }
+        }
         Some(target) => {
             // The server's stdout is only its log: drained so it never blocks. Its stdin
             // stays open for the session (some servers end on EOF).
@@ -401,6 +426,64 @@ pub fn run(
         eprintln!();
     }
     Ok((session, link.events()))
+}
+
+/// Resolves once the server listens on a TCP port in the jail while its stdio `initialize` is
+/// still unanswered (checked every 250 ms from the first second); never while it answers.
+async fn listens_silently(supervisor: u32, answered: Arc<AtomicBool>) -> u16 {
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    loop {
+        if answered.load(Ordering::Relaxed) {
+            std::future::pending::<()>().await;
+        }
+        if let Some(port) =
+            http::init_of(supervisor).and_then(|init| http::listening_ports(init).first().copied())
+        {
+            return port;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// A stdio start that never answered initialize but listens on a TCP port in the jail (a
+/// uvicorn or Express server started without saying so): the session again over Streamable
+/// HTTP at `/mcp`, then legacy SSE at `/sse`, on the first such port. `None` when it listens
+/// on none.
+fn detect_http(
+    rt: &tokio::runtime::Runtime,
+    ctx: &mut Ctx<'_>,
+    supervisor: u32,
+) -> Option<Result<()>> {
+    let init = http::init_of(supervisor)?;
+    let port = *http::listening_ports(init).first()?;
+    let mut last = None;
+    for (path, sse) in [("/mcp", false), ("/sse", true)] {
+        if ctx.left().is_zero() {
+            break;
+        }
+        let kind = if sse { "sse" } else { "http" };
+        ctx.progress(&format!(
+            "no stdio answer, but port {port} listens: trying {kind}"
+        ));
+        ctx.record(
+            EventKind::McpTiming,
+            json!({ "phase": "transport_detection", "port": port, "transport": kind, "path": path }),
+        );
+        ctx.session = Session::default();
+        let target = http::HttpTarget {
+            port,
+            path: path.to_owned(),
+            sse,
+        };
+        let result = http_session(rt, ctx, supervisor, &target);
+        if ctx.session.initialized {
+            ctx.session.detected_transport =
+                Some(json!({ "kind": kind, "port": port, "path": path, "detected": true }));
+            return Some(result);
+        }
+        last = Some(result);
+    }
+    last
 }
 
 /// The session over Streamable HTTP: the server's port in the jail reached through a
@@ -523,6 +606,7 @@ where
     };
     let init_ms = ms(started);
     ctx.session.initialized = true;
+    ctx.answered.store(true, Ordering::Relaxed);
     ctx.session.declares_tools = client
         .peer_info()
         .is_some_and(|i| i.capabilities.tools.is_some());

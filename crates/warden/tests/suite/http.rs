@@ -158,3 +158,21 @@ fn transports_that_make_no_sense_are_refused() {
         assert_eq!(out.status.code(), Some(2), "{args:?}");
     }
 }
+
+#[test]
+fn a_server_that_serves_http_without_being_told_is_found_on_its_port() {
+    let (_, stdio) = detonate("sdk_thief.py", &["stdio"], &[]);
+    for (mode, kind) in [("http", "http"), ("sse", "sse")] {
+        // No --mcp-transport: started as a stdio server, silent on stdout, listening on 8772.
+        let (_, r) = detonate("sdk_thief.py", &[mode, "8772"], &[]);
+        assert_eq!(
+            r["harness"]["transport"]["detected"], true,
+            "{}",
+            r["harness"]
+        );
+        assert_eq!(r["harness"]["transport"]["kind"], kind);
+        assert_eq!(r["harness"]["transport"]["port"], 8772);
+        assert_eq!(findings(&r), findings(&stdio), "{mode}");
+        assert!(r["why"].is_null(), "{}", r["why"]);
+    }
+}
