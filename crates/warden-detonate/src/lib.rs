@@ -21,6 +21,7 @@ pub mod llm;
 pub mod metadata;
 pub mod payloads;
 pub mod phases;
+pub mod probe;
 pub mod report;
 pub mod secrets;
 pub mod target;
@@ -66,6 +67,10 @@ pub struct Options {
     pub llm: Option<llm::Settings>,
     /// The server speaks Streamable HTTP on this port inside the jail (stdio when `None`).
     pub http: Option<harness::http::HttpTarget>,
+    /// Probe mode: a remote server, reached at its URL, never run here.
+    pub remote: Option<harness::remote::Remote>,
+    /// Probe mode only: send adversarial payloads to the remote server too.
+    pub allow_payloads_remote: bool,
     /// Where the static phase looks up known vulnerabilities (none by default: a detonation
     /// asks no third party about the package unless told to).
     pub osv: warden_scan::OsvSource,
@@ -88,6 +93,8 @@ impl Default for Options {
             llm: None,
             osv: warden_scan::OsvSource::None,
             http: None,
+            remote: None,
+            allow_payloads_remote: false,
         }
     }
 }
@@ -98,6 +105,10 @@ impl Default for Options {
 pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_rules::Compiled>)> {
     let begun = Instant::now();
     let rules = warden_rules::ruleset(&options.rules).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if let Some(remote) = &options.remote {
+        let report = probe::probe(jail, options, remote, &rules)?;
+        return Ok((report, rules));
+    }
     let source = phases::source::source(options)?;
     let mut install = phases::install::install(jail, options, &source)?;
     let scanned = phases::scan::scan(options, &source);
@@ -116,19 +127,7 @@ pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_ru
     }
     let score = report::score(&findings);
     let session = &observed.session;
-    let tools = session
-        .tools
-        .iter()
-        .map(|t| {
-            json!({
-                "name": t["name"],
-                "description_sha256": harness::sha256(t["description"].as_str().unwrap_or("")),
-                "description": t["description"].as_str().map(|d| d.chars().take(4000).collect::<String>()),
-                "annotations": t.get("annotations"),
-                "input_schema": t.get("inputSchema"),
-            })
-        })
-        .collect();
+    let tools = tools_json(session);
     let report = Report {
         schema: "warden.report/v1",
         target: start.resolved.display.clone(),
@@ -170,4 +169,21 @@ pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_ru
         location: start.resolved.location.clone(),
     };
     Ok((report, rules))
+}
+
+/// The report's `tools`: each as listed, its description hashed (and kept, capped).
+pub(crate) fn tools_json(session: &harness::Session) -> Vec<serde_json::Value> {
+    session
+        .tools
+        .iter()
+        .map(|t| {
+            json!({
+                "name": t["name"],
+                "description_sha256": harness::sha256(t["description"].as_str().unwrap_or("")),
+                "description": t["description"].as_str().map(|d| d.chars().take(4000).collect::<String>()),
+                "annotations": t.get("annotations"),
+                "input_schema": t.get("inputSchema"),
+            })
+        })
+        .collect()
 }

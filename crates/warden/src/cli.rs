@@ -167,7 +167,21 @@ pub struct DetonateArgs {
     /// (legacy HTTP+SSE), both on --mcp-port inside the jail's network namespace.
     #[arg(long, value_name = "TRANSPORT", default_value = "stdio", value_parser = ["stdio", "http", "sse"])]
     pub mcp_transport: String,
-    /// With --mcp-transport http: the port the server listens on inside the jail.
+    /// Probe a remote server at this URL (Streamable HTTP) instead of running one: metadata,
+    /// benign calls and content checks only; never a PASS (nothing of it ran here).
+    #[arg(long, value_name = "URL")]
+    pub mcp_url: Option<String>,
+    /// With --mcp-url: a request header (repeatable), K=V.
+    #[arg(long = "header", value_name = "K=V")]
+    pub headers: Vec<String>,
+    /// With --mcp-url: send the bearer token in this environment variable.
+    #[arg(long, value_name = "NAME")]
+    pub bearer_env: Option<String>,
+    /// With --mcp-url: send adversarial payloads too (off by default: never attack someone
+    /// else's server by accident).
+    #[arg(long)]
+    pub allow_payloads_remote: bool,
+    /// With --mcp-transport http or sse: the port the server listens on inside the jail.
     #[arg(long, value_name = "PORT")]
     pub mcp_port: Option<u16>,
     /// With --mcp-transport http or sse: the MCP endpoint's path (default /mcp for http, the

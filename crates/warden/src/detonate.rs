@@ -122,6 +122,40 @@ fn detonate(args: &DetonateArgs) -> Result<Gate> {
             "--mcp-transport {kind} needs --mcp-port PORT (where the server listens in the jail)"
         ),
     };
+    let remote = match &args.mcp_url {
+        None if args.headers.is_empty()
+            && args.bearer_env.is_none()
+            && !args.allow_payloads_remote =>
+        {
+            None
+        }
+        None => bail!("--header, --bearer-env and --allow-payloads-remote go with --mcp-url"),
+        Some(_) if args.target.is_some() || !command.is_empty() || http.is_some() => {
+            bail!("--mcp-url probes a remote server: give no TARGET, command or transport with it")
+        }
+        Some(url) => {
+            let mut headers = Vec::new();
+            for kv in &args.headers {
+                let (k, v) = kv
+                    .split_once('=')
+                    .with_context(|| format!("--header {kv:?}: expected K=V"))?;
+                headers.push((k.to_owned(), v.to_owned()));
+            }
+            let bearer = match &args.bearer_env {
+                Some(name) => Some(std::env::var(name).with_context(|| {
+                    format!("--bearer-env {name}: no such environment variable")
+                })?),
+                None => None,
+            };
+            let remote = warden_detonate::harness::remote::Remote {
+                url: url.clone(),
+                headers,
+                bearer,
+            };
+            remote.check()?;
+            Some(remote)
+        }
+    };
     let options = warden_detonate::Options {
         target: args.target.clone(),
         command,
@@ -146,6 +180,8 @@ fn detonate(args: &DetonateArgs) -> Result<Gate> {
             (None, None) => warden_scan::OsvSource::None,
         },
         http,
+        remote,
+        allow_payloads_remote: args.allow_payloads_remote,
     };
     let mut also = Vec::new();
     for spec in &args.also_output {

@@ -29,6 +29,7 @@ use crate::{args, metadata};
 mod agent;
 pub mod http;
 mod reading;
+pub mod remote;
 mod repeat;
 pub mod sse;
 
@@ -134,6 +135,9 @@ pub struct Settings {
     pub llm: Option<crate::llm::Settings>,
     /// The server speaks Streamable HTTP on this port inside the jail (stdio when `None`).
     pub http: Option<http::HttpTarget>,
+    /// Probe mode: the server is remote; what runs in the jail is only a placeholder that
+    /// carries the event recorder.
+    pub remote: Option<remote::Remote>,
 }
 
 /// Hex SHA-256 of `text`.
@@ -314,6 +318,8 @@ pub fn run(
     settings: &Settings,
 ) -> Result<(Session, Vec<Event>)> {
     let begun = Instant::now();
+    // rmcp's HTTP client (reqwest 0.13) is built without a crypto provider: ring, once.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let (mut running, link) = match start_traced(jail, policy, argv, "startup") {
         Ok(started) => started,
         Err(end) => {
@@ -357,8 +363,18 @@ pub fn run(
         kind: None,
         answered: Arc::new(AtomicBool::new(false)),
     };
-    let result = match &settings.http {
-        None => {
+    let result = match (&settings.remote, &settings.http) {
+        (Some(remote), _) => {
+            drop((stdin, stdout));
+            remote.config().and_then(|config| {
+                rt.block_on(async {
+                    let transport =
+                        rmcp::transport::StreamableHttpClientTransport::from_config(config);
+                    session(&mut ctx, transport).await
+                })
+            })
+        }
+        (None, None) => {
             let stdio = rt.block_on(async {
                 let stdin = tokio::process::ChildStdin::from_std(stdin)?;
                 let stdout = tokio::process::ChildStdout::from_std(stdout)?;
@@ -382,7 +398,7 @@ pub fn run(
                 done => done,
             }
         }
-        Some(target) => {
+        (None, Some(target)) => {
             // The server's stdout is only its log: drained so it never blocks. Its stdin
             // stays open for the session (some servers end on EOF).
             std::thread::spawn(move || std::io::copy(&mut { stdout }, &mut std::io::sink()));

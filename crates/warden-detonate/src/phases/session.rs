@@ -47,6 +47,7 @@ pub fn session(
                 progress: options.progress,
                 llm: options.llm.clone(),
                 http: options.http.clone(),
+                remote: options.remote.clone(),
             };
             harness::run(jail, &start.policy, &start.resolved.argv, &settings)?
         }

@@ -31,6 +31,9 @@ pub enum Stage {
     ToolsList,
     /// No tool call reached a server that has (or declares) tools.
     Tools,
+    /// A remote server, probed from the outside: no behavioural evidence can exist, so a run
+    /// without findings is not a pass.
+    Probe,
 }
 
 /// Why a detonation is inconclusive.

@@ -176,3 +176,146 @@ fn a_server_that_serves_http_without_being_told_is_found_on_its_port() {
         assert!(r["why"].is_null(), "{}", r["why"]);
     }
 }
+
+/// A free loopback port.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A server on the host's loopback, killed on drop.
+struct Host(std::process::Child);
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn listening(port: u16) -> bool {
+    super::common::eventually(20, || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    })
+}
+
+fn probe(url: &str, extra: &[&str]) -> (i32, Value) {
+    let out = Command::new(the_binary())
+        .args([
+            "detonate",
+            "--mcp-url",
+            url,
+            "--output",
+            "json",
+            "--call-timeout",
+            "5s",
+        ])
+        .args(extra)
+        .output()
+        .unwrap();
+    let report = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    (out.status.code().unwrap_or(-1), report)
+}
+
+#[test]
+fn a_remote_probe_reports_tools_and_never_claims_behaviour() {
+    // `warden serve --http` itself, on loopback, as the remote server.
+    let port = free_port();
+    let state = tempfile::tempdir().unwrap();
+    let serve = Host(
+        Command::new(the_binary())
+            .args(["serve", "--http", &format!("127.0.0.1:{port}")])
+            .env("TMPDIR", state.path())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    assert!(listening(port));
+    let (_, r) = probe(&format!("http://127.0.0.1:{port}/mcp"), &[]);
+    drop(serve);
+    assert_eq!(r["mode"], "probe");
+    assert!(r["tools"].as_array().unwrap().len() >= 10, "{}", r["tools"]);
+    assert_eq!(
+        r["harness"]["payloads"], false,
+        "no payloads without --allow-payloads-remote"
+    );
+    assert_ne!(r["verdict"], "PASS");
+    let kinds: BTreeSet<&str> = r["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    assert!(
+        kinds
+            .iter()
+            .all(|k| k.starts_with("mcp.") || *k == "harness.payload"),
+        "no behavioural claims about a remote server: {kinds:?}"
+    );
+    let schema = fixtures().join("../schemas/warden.report.v1.json");
+    super::detonate::assert_valid(&schema, &r);
+
+    // A benign remote server: no findings, and still no PASS.
+    let port = free_port();
+    let _benign = Host(
+        Command::new(sdk_python())
+            .arg(fixtures().join("mcp/http/benign_http.py"))
+            .arg(port.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    assert!(listening(port));
+    let (code, r) = probe(&format!("http://127.0.0.1:{port}/mcp"), &[]);
+    assert_eq!(r["verdict"], "INCONCLUSIVE", "{}", r["findings"]);
+    assert_eq!(r["why"]["stage"], "probe");
+    assert!(
+        r["why"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("no findings in what could be observed")
+    );
+    assert_eq!(code, 3);
+    assert!(r["harness"]["calls"].as_u64().unwrap() >= 1);
+}
+
+#[test]
+fn probe_flags_that_make_no_sense_are_refused() {
+    for args in [
+        vec![
+            "--mcp-url",
+            "http://127.0.0.1:9/mcp",
+            "--mcp-command",
+            "python3 x.py",
+        ],
+        vec!["--mcp-url", "http://user:pw@127.0.0.1:9/mcp"],
+        vec!["--mcp-url", "ftp://127.0.0.1/mcp"],
+        vec![
+            "--mcp-url",
+            "http://127.0.0.1:9/mcp",
+            "--header",
+            "bad header=x",
+        ],
+        vec![
+            "--mcp-url",
+            "http://127.0.0.1:9/mcp",
+            "--bearer-env",
+            "WARDEN_NO_SUCH_VARIABLE",
+        ],
+        vec!["--mcp-command", "python3 x.py", "--header", "A=b"],
+    ] {
+        let out = Command::new(the_binary())
+            .arg("detonate")
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+    }
+}
