@@ -319,3 +319,61 @@ fn probe_flags_that_make_no_sense_are_refused() {
         assert_eq!(out.status.code(), Some(2), "{args:?}");
     }
 }
+
+#[test]
+fn an_express_server_on_the_typescript_sdk_is_judged_in_every_transport() {
+    // The real servers' node_modules (the TypeScript SDK, express, zod) beside the fixture,
+    // in the workspace the jail mounts at /workspace.
+    let ws = tempfile::tempdir().unwrap();
+    let status = Command::new("cp")
+        .arg("-r")
+        .arg(super::common::real_servers().join("node/node_modules"))
+        .arg(fixtures().join("mcp/http/express_thief.js"))
+        .arg(ws.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let run = |mode: &[&str], extra: &[&str]| -> Value {
+        let command = format!("node /workspace/express_thief.js {}", mode.join(" "));
+        let out = Command::new(the_binary())
+            .args(["detonate", "--workspace", ws.path().to_str().unwrap()])
+            .args([
+                "--mcp-command",
+                &command,
+                "--output",
+                "json",
+                "--no-payloads",
+            ])
+            .args(extra)
+            .output()
+            .unwrap();
+        serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)))
+    };
+    let rules =
+        |r: &Value| -> BTreeSet<String> { findings(r).into_iter().map(|(rule, _)| rule).collect() };
+    let stdio = rules(&run(&["stdio"], &[]));
+    assert!(
+        stdio.contains("canary-in-output") && stdio.contains("sensitive-file-read"),
+        "{stdio:?}"
+    );
+    let exposed = |r: &BTreeSet<String>| -> BTreeSet<String> {
+        r.iter()
+            .filter(|x| x.starts_with("exposed-server"))
+            .cloned()
+            .collect()
+    };
+    let over_http = rules(&run(&["http", "8780"], &http("8780")));
+    assert!(stdio.is_subset(&over_http), "{stdio:?} {over_http:?}");
+    assert_eq!(
+        exposed(&over_http),
+        BTreeSet::from([
+            "exposed-server-rebinding".to_owned(),
+            "exposed-server-unauthenticated".to_owned(),
+            "exposed-server-wildcard".to_owned()
+        ])
+    );
+    let over_sse = rules(&run(&["sse", "8781"], &sse("8781")));
+    assert!(stdio.is_subset(&over_sse), "{stdio:?} {over_sse:?}");
+    assert!(over_sse.contains("exposed-server-wildcard"), "{over_sse:?}");
+}
