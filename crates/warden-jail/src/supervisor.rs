@@ -155,7 +155,9 @@ struct Running {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stop {
     Limit(LimitKind),
-    Killed,
+    /// Ended by the caller: its lifeline closed, or it got the termination signal in the
+    /// field (read from our signalfd, so not delivered: `finish` raises it again).
+    Killed(Option<i32>),
 }
 
 fn limit_from_counters(c: &Counters, cpu_limit_ms: u64) -> Option<LimitKind> {
@@ -790,14 +792,17 @@ fn watch(
             r.stdin.write_sink();
         }
         if life_r || sig_r {
-            if sig_r {
-                let _ = sfd.read_signal();
+            let mut signal = None;
+            if sig_r && let Ok(Some(info)) = sfd.read_signal() {
+                signal = i32::try_from(info.ssi_signo).ok();
             }
             if life_r {
                 lifeline = None;
             }
-            if stop.is_none() {
-                stop = Some(Stop::Killed);
+            match &mut stop {
+                None => stop = Some(Stop::Killed(signal)),
+                Some(Stop::Killed(s)) if s.is_none() => *s = signal,
+                Some(_) => {}
             }
             let _ = kill(r.init, Signal::SIGKILL);
         }
@@ -874,6 +879,13 @@ fn finish(
     // The jail is gone; forwarding the rest of its output may wait on a slow reader, so let the
     // caller's signals through again while it does.
     let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(caller_mask), None);
+    // A termination signal we read from the signalfd was the caller's: deliver it again now
+    // that it is unblocked, rather than wait on a reader that may never read.
+    if let Some(Stop::Killed(Some(sig))) = stop
+        && let Ok(sig) = Signal::try_from(sig)
+    {
+        let _ = nix::sys::signal::raise(sig);
+    }
     for o in [&mut r.stdout, &mut r.stderr].into_iter().flatten() {
         o.flush_all();
     }
@@ -903,7 +915,7 @@ fn finish(
                 "exit_code": exit_code,
                 "signal": signal,
                 "duration_ms": duration_ms,
-                "killed": stop == Some(Stop::Killed),
+                "killed": matches!(stop, Some(Stop::Killed(_))),
                 "peak_memory_bytes": counters.peak_memory,
                 "events_dropped": hub.dropped(),
                 "cpu_time_ms": counters.cpu_ns.map(|ns| ns / 1_000_000),
@@ -928,7 +940,7 @@ fn finish(
         signal,
         duration_ms,
         limit_hit,
-        killed: stop == Some(Stop::Killed),
+        killed: matches!(stop, Some(Stop::Killed(_))),
         stdout,
         stderr,
         stdout_bytes,
