@@ -140,6 +140,9 @@ struct Tracing {
 /// The supervisor's side of a started jail.
 struct Running {
     init: Pid,
+    /// A termination signal of the caller's that the watch read from its signalfd (so it was
+    /// not delivered): raised again once the jail is gone.
+    caller_signal: Option<i32>,
     tracing: Option<Tracing>,
     pidfd: OwnedFd,
     status: OwnedFd,
@@ -402,6 +405,7 @@ fn start(req: &Request, policy: &Policy, hub: Option<Arc<Hub>>) -> Result<Runnin
     };
     Ok(Running {
         init: init_pid,
+        caller_signal: None,
         tracing,
         pidfd,
         status: status_r,
@@ -792,17 +796,16 @@ fn watch(
             r.stdin.write_sink();
         }
         if life_r || sig_r {
-            let mut signal = None;
             if sig_r && let Ok(Some(info)) = sfd.read_signal() {
-                signal = i32::try_from(info.ssi_signo).ok();
+                // Whatever ended the run (a limit may have already), the caller asked for
+                // this: it is raised again in `finish`.
+                r.caller_signal = i32::try_from(info.ssi_signo).ok();
             }
             if life_r {
                 lifeline = None;
             }
-            match &mut stop {
-                None => stop = Some(Stop::Killed(signal)),
-                Some(Stop::Killed(s)) if s.is_none() => *s = signal,
-                Some(_) => {}
+            if stop.is_none() {
+                stop = Some(Stop::Killed(r.caller_signal));
             }
             let _ = kill(r.init, Signal::SIGKILL);
         }
@@ -881,7 +884,7 @@ fn finish(
     let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(caller_mask), None);
     // A termination signal we read from the signalfd was the caller's: deliver it again now
     // that it is unblocked, rather than wait on a reader that may never read.
-    if let Some(Stop::Killed(Some(sig))) = stop
+    if let Some(sig) = r.caller_signal
         && let Ok(sig) = Signal::try_from(sig)
     {
         let _ = nix::sys::signal::raise(sig);
