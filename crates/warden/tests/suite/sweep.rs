@@ -446,3 +446,50 @@ fn a_list_or_a_shard_that_makes_no_sense_is_refused() {
         assert_eq!(r.status.code(), Some(2), "{shard}");
     }
 }
+
+#[test]
+fn the_target_timeout_and_the_memory_budget_hold() {
+    let tmp = tempfile::tempdir().unwrap();
+    let list = tmp.path().join("l.txt");
+    // Works 5.5 s before it answers initialize: longer than the sweep lets it live.
+    std::fs::write(
+        &list,
+        fixtures()
+            .join("mcp/servers/slow_start.py")
+            .display()
+            .to_string(),
+    )
+    .unwrap();
+    let out = tmp.path().join("o");
+    let r = Command::new(the_binary())
+        .args([
+            "sweep",
+            list.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .args([
+            "--jobs",
+            "2",
+            "--memory-total",
+            "1G",
+            "--target-timeout",
+            "1s",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("1 at once, not 2"), "{stderr}");
+    let rec = lines(&out.join("results.jsonl"));
+    assert_eq!(rec.len(), 1);
+    assert_eq!(rec[0]["verdict"], "ERROR");
+    assert!(
+        rec[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("killed after 1 s"),
+        "{}",
+        rec[0]
+    );
+}
