@@ -142,25 +142,21 @@ pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_ru
         duration_ms: u64::try_from(begun.elapsed().as_millis()).unwrap_or(u64::MAX),
         findings,
         tools,
-        harness: json!({
-            "calls": session.calls,
-            "accepted": session.accepted,
-            "exercised": session.exercised,
-            "benign_calls": session.benign.0,
-            "benign_accepted": session.benign.1,
-            "benign_valid": session.benign_valid,
-            "aborted": session.aborted,
-            "server_stderr": session.stderr.chars().take(4000).collect::<String>(),
-            "argv": start.resolved.argv,
-            "transport": session.detected_transport.clone().or_else(|| options.http.as_ref().map(
-                |h| json!({ "kind": if h.sse { "sse" } else { "http" }, "port": h.port, "path": h.path }),
-            )).unwrap_or_else(|| json!("stdio")),
-            "transport_given": options.http.as_ref().map_or_else(
-                || json!("stdio"),
-                |h| json!({ "kind": if h.sse { "sse" } else { "http" }, "port": h.port, "path": h.path }),
-            ),
-            "install_exit_code": install.exit_code,
-        }),
+        harness: harness_json(
+            session,
+            json!({
+                "server_stderr": session.stderr.chars().take(4000).collect::<String>(),
+                "argv": start.resolved.argv,
+                "transport": session.detected_transport.clone().or_else(|| {
+                    options.http.as_ref().map(harness::http::HttpTarget::describe)
+                }).unwrap_or_else(|| json!("stdio")),
+                "transport_given": options.http.as_ref().map_or_else(
+                    || json!("stdio"),
+                    harness::http::HttpTarget::describe,
+                ),
+                "install_exit_code": install.exit_code,
+            }),
+        ),
         events: observed.events,
         sandbox: serde_json::to_value(&start.policy).unwrap_or_default(),
         warden_version: env!("CARGO_PKG_VERSION"),
@@ -186,4 +182,24 @@ pub(crate) fn tools_json(session: &harness::Session) -> Vec<serde_json::Value> {
             })
         })
         .collect()
+}
+
+/// The report's `harness`: the session's tallies, and `extra` (what differs by mode).
+pub(crate) fn harness_json(
+    session: &harness::Session,
+    extra: serde_json::Value,
+) -> serde_json::Value {
+    let mut h = json!({
+        "calls": session.calls,
+        "accepted": session.accepted,
+        "exercised": session.exercised,
+        "benign_calls": session.benign.0,
+        "benign_accepted": session.benign.1,
+        "benign_valid": session.benign_valid,
+        "aborted": session.aborted,
+    });
+    if let (Some(h), serde_json::Value::Object(extra)) = (h.as_object_mut(), extra) {
+        h.extend(extra);
+    }
+    h
 }

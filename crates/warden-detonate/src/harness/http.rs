@@ -29,6 +29,17 @@ pub struct HttpTarget {
     pub sse: bool,
 }
 
+impl HttpTarget {
+    /// As the report's `harness.transport` shows it.
+    pub fn describe(&self) -> serde_json::Value {
+        serde_json::json!({
+            "kind": if self.sse { "sse" } else { "http" },
+            "port": self.port,
+            "path": self.path,
+        })
+    }
+}
+
 /// The jail's init: the supervisor's child that lives in another network namespace.
 pub fn init_of(supervisor: u32) -> Option<u32> {
     let ours = std::fs::read_link("/proc/self/ns/net").ok()?;
