@@ -56,6 +56,9 @@ pub enum PolicyError {
     /// More binds than the jail can hand over.
     #[error("at most 200 binds are allowed")]
     TooManyBinds,
+    /// A direct target entry that is not an address or a CIDR network (or too many).
+    #[error("network target {0}: give IP addresses or CIDR networks (at most 64 entries)")]
+    BadNetworkTarget(String),
     /// An egress entry that is not a host name or `*.` and a host name.
     #[error(
         "egress entry {0:?} must be a host name such as pypi.org or *.example.org (at most 64 entries)"
@@ -206,6 +209,15 @@ pub struct Policy {
     /// forwarded to that host from the supervisor's side and recorded; everything else still
     /// lands on the capture sink. Names only, never addresses. Implies `trace`.
     pub egress: Vec<String>,
+    /// Addresses and networks a traced run may connect to directly (`192.0.2.7`,
+    /// `10.20.0.0/24`, `2001:db8::/64`; private ranges allowed, never names): a connect to one
+    /// is answered with what the real target answers, and an open one is relayed from the
+    /// supervisor's side; a connect to any other address fails with `EACCES`. See
+    /// [`crate::trace::targets`]. Implies `trace`.
+    pub targets: Vec<String>,
+    /// How long a real connect to a target may take before it counts as filtered
+    /// (`ETIMEDOUT`), milliseconds.
+    pub target_connect_ms: u64,
     /// Protect the paths that run code later outside the sandbox (git's configuration and
     /// hooks, agents' and editors' project settings, dotenv files…) in the workspace and every
     /// writable bind: see [`crate::protect`].
@@ -261,6 +273,8 @@ impl Default for Policy {
             dns: warden_trace::DnsMode::FakeIp,
             initial_window: None,
             egress: Vec::new(),
+            targets: Vec::new(),
+            target_connect_ms: 1500,
             protect: true,
             allow_protected: Vec::new(),
             allow_host_proc: false,
@@ -297,7 +311,19 @@ fn check_target(target: &Path) -> Result<(), PolicyError> {
 impl Policy {
     /// Whether the run is observed: asked for, or implied by decoys or an egress allowlist.
     pub fn traced(&self) -> bool {
-        self.trace || self.decoys || !self.egress.is_empty()
+        self.trace || self.decoys || !self.egress.is_empty() || !self.targets.is_empty()
+    }
+
+    /// The direct targets, parsed (entries were checked by [`Policy::validate`]).
+    pub fn target_list(&self) -> crate::trace::net::TargetList {
+        crate::trace::net::TargetList {
+            nets: self
+                .targets
+                .iter()
+                .filter_map(|t| crate::trace::targets::parse_target(t).ok())
+                .collect(),
+            connect_time: std::time::Duration::from_millis(self.target_connect_ms.clamp(1, 60_000)),
+        }
     }
 
     /// Read a policy from a TOML file (unknown fields are errors).
@@ -371,6 +397,15 @@ impl Policy {
             .find(|p| !warden_trace::hosts::valid_pattern(p))
         {
             return Err(PolicyError::BadEgress(bad.clone()));
+        }
+        if self.targets.len() > crate::trace::targets::MAX_TARGETS {
+            return Err(PolicyError::BadNetworkTarget(format!(
+                "list of {} entries",
+                self.targets.len()
+            )));
+        }
+        for t in &self.targets {
+            crate::trace::targets::parse_target(t).map_err(PolicyError::BadNetworkTarget)?;
         }
         if self.hostname.contains('\0') || self.hostname.len() > 64 {
             return Err(PolicyError::Nul(

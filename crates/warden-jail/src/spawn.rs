@@ -48,6 +48,8 @@ const LINK_EVENTS: usize = 20_000;
 const LINK_BYTES: u64 = 64 << 20;
 /// Longest line accepted from the helper's event stream.
 const LINK_LINE: u64 = 1 << 20;
+/// How long a finished traced run's outcome waits for the rest of its events.
+const LINK_DRAIN: Duration = Duration::from_secs(2);
 /// How long opening a window waits for the helper's acknowledgement.
 const WINDOW_WAIT: Duration = Duration::from_secs(10);
 
@@ -570,7 +572,18 @@ impl Running {
         };
         self.lifeline.kill();
         let _ = self.child.wait();
-        outcome
+        // A traced run's events came over the trace link: the outcome carries them too, once
+        // the helper (gone now) has closed it.
+        outcome.map(|mut o| {
+            if let Some(link) = &self.trace
+                && o.events.is_empty()
+            {
+                link.wait_closed(LINK_DRAIN);
+                o.events = link.events();
+                o.events_dropped = o.events_dropped.max(link.dropped());
+            }
+            o
+        })
     }
 
     /// Wait up to `timeout`; `Ok(None)` when the run is still going.

@@ -578,6 +578,7 @@ fn start_tracing(
         hub.clone(),
         policy.dns,
         policy.egress.clone(),
+        policy.target_list(),
     )
     .map_err(|e| SetupFailure::plain(Stage::Supervisor, format!("capture network: {e}")))?;
     let net = Arc::new(net);

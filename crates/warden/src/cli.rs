@@ -364,6 +364,16 @@ pub struct RunArgs {
     /// --trace names a file).
     #[arg(long, value_name = "HOST[:PORT]")]
     pub egress: Vec<String>,
+    /// Let connections to this address or network through, any port (`192.0.2.7`,
+    /// `10.20.0.0/24`, `2001:db8::/64`; private ranges allowed, never names); repeatable. A
+    /// connect is answered with what the real target answers (open, refused, no answer), so
+    /// a port scanner in the jail sees true port states; connects anywhere else fail with
+    /// EACCES. Implies tracing.
+    #[arg(long, value_name = "ADDR[/PREFIX]")]
+    pub target: Vec<String>,
+    /// With --target: how long a real connect may take before the port counts as filtered.
+    #[arg(long, value_name = "MS", default_value_t = 1500)]
+    pub target_connect_ms: u64,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,

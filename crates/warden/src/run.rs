@@ -109,6 +109,8 @@ fn policy(args: &RunArgs) -> Result<Policy> {
         });
     }
     p.egress.extend(args.egress.iter().cloned());
+    p.targets.extend(args.target.iter().cloned());
+    p.target_connect_ms = args.target_connect_ms;
     p.decoys |= args.decoys;
     p.trace |= args.trace.is_some() || p.traced();
     if args.dns == "nxdomain" {

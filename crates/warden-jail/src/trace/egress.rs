@@ -25,6 +25,7 @@ use warden_events::EventKind;
 
 use super::Hub;
 use super::net::MAX_CAPTURE;
+use super::targets::Targets;
 
 /// Forwards running at once, at most (more are refused: closed at once).
 pub const MAX_FORWARDS: usize = 32;
@@ -76,7 +77,7 @@ fn reachable(ip: IpAddr) -> bool {
 }
 
 /// The addresses of the host's own interfaces (in the namespace the caller is in).
-fn own_addresses() -> Vec<IpAddr> {
+pub fn own_addresses() -> Vec<IpAddr> {
     nix::ifaddrs::getifaddrs()
         .map(|list| {
             list.filter_map(|i| i.address)
@@ -142,6 +143,38 @@ impl Forwarder {
 
     /// Forward `inner` (accepted from the jail, addressed to `dest`) to `host`.
     pub fn start(self: &Arc<Self>, inner: TcpStream, dest: SocketAddr, host: String) {
+        let label = host.clone();
+        self.spawn(inner, dest, Some(&label), move |me, inner| {
+            me.forward(inner, dest, &host);
+        });
+    }
+
+    /// Relay `inner` (accepted from the jail, addressed to `dest`, a direct target) to the
+    /// connection `targets` opened for it.
+    pub fn start_target(
+        self: &Arc<Self>,
+        inner: TcpStream,
+        dest: SocketAddr,
+        targets: Arc<Targets>,
+    ) {
+        self.spawn(inner, dest, None, move |me, inner| {
+            match targets.take(dest) {
+                Some(outer) => me.relay(inner, outer, dest, None, Vec::new()),
+                None => {
+                    let _ = inner.shutdown(Shutdown::Both);
+                    me.record(dest, None, &[], 0, 0, Some("the target cannot be reached"));
+                }
+            }
+        });
+    }
+
+    fn spawn(
+        self: &Arc<Self>,
+        inner: TcpStream,
+        dest: SocketAddr,
+        host: Option<&str>,
+        work: impl FnOnce(&Forwarder, TcpStream) + Send + 'static,
+    ) {
         let Ok(mut running) = self.running.lock() else {
             return;
         };
@@ -149,14 +182,14 @@ impl Forwarder {
         if running.len() >= MAX_FORWARDS {
             drop(running);
             let why = format!("more than {MAX_FORWARDS} forwards at once");
-            self.record(dest, &host, &[], 0, 0, Some(&why));
+            self.record(dest, host, &[], 0, 0, Some(&why));
             return;
         }
         self.keep(&inner);
         let me = self.clone();
         let spawned = std::thread::Builder::new()
             .name("warden-egress".into())
-            .spawn(move || me.forward(inner, dest, &host));
+            .spawn(move || work(&me, inner));
         match spawned {
             Ok(t) => running.push(t),
             Err(e) => tracing::debug!(error = %e, "no forward thread"),
@@ -255,16 +288,36 @@ impl Forwarder {
             Ok(s) => s,
             Err(e) => {
                 let _ = inner.shutdown(Shutdown::Both);
-                self.record(dest, host, &first, 0, 0, Some(&e));
+                self.record(dest, Some(host), &first, 0, 0, Some(&e));
                 return;
             }
         };
-        self.keep(&outer);
         if outer.write_all(&first).is_err() {
             let _ = inner.shutdown(Shutdown::Both);
-            self.record(dest, host, &first, 0, 0, Some("the host closed at once"));
+            self.record(
+                dest,
+                Some(host),
+                &first,
+                0,
+                0,
+                Some("the host closed at once"),
+            );
             return;
         }
+        self.relay(inner, outer, dest, Some(host), first);
+    }
+
+    /// Copy both ways between `inner` and `outer` (`first`, already sent, counts as sent) and
+    /// record the connection when it ends.
+    fn relay(
+        &self,
+        inner: TcpStream,
+        outer: TcpStream,
+        dest: SocketAddr,
+        host: Option<&str>,
+        first: Vec<u8>,
+    ) {
+        self.keep(&outer);
         let clock = Instant::now();
         let last = Arc::new(AtomicU64::new(0));
         let (Ok(inner2), Ok(outer2)) = (inner.try_clone(), outer.try_clone()) else {
@@ -284,7 +337,7 @@ impl Forwarder {
     fn record(
         &self,
         dest: SocketAddr,
-        host: &str,
+        host: Option<&str>,
         first: &[u8],
         sent: u64,
         received: u64,
@@ -298,8 +351,8 @@ impl Forwarder {
             "host": host,
             "bytes": sent,
             "bytes_received": received,
-            "captured": "forwarded",
-            "egress": "allowed",
+            "captured": if host.is_some() { "forwarded" } else { "target" },
+            "egress": if host.is_some() { "allowed" } else { "target" },
             "protocol": sniffed.protocol,
             "sni": sniffed.sni,
             "request_line": sniffed.request_line,

@@ -24,6 +24,7 @@ pub mod net;
 mod netlink;
 pub mod notify;
 pub mod prepare;
+pub mod targets;
 
 use std::io::Write;
 use std::sync::Mutex;

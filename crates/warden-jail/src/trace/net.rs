@@ -12,7 +12,7 @@
 
 use std::io::Read;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -25,6 +25,7 @@ use warden_trace::{DnsMode, Stub};
 
 use super::Hub;
 use super::egress::Forwarder;
+use super::targets::{Decision, Targets};
 
 /// Where the stub listens (the jail's resolv.conf names it).
 pub const DNS_ADDR: &str = "127.0.0.53:53";
@@ -51,6 +52,16 @@ pub struct Net {
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     egress: Vec<String>,
     forwarder: Option<Arc<Forwarder>>,
+    targets: Option<Arc<Targets>>,
+}
+
+/// Direct targets of a run: the parsed list and how long a real connect may take.
+#[derive(Debug, Clone, Default)]
+pub struct TargetList {
+    /// Addresses and networks.
+    pub nets: Vec<ipnet::IpNet>,
+    /// How long a real connect may take before the port counts as filtered.
+    pub connect_time: Duration,
 }
 
 /// Whether a connection to `addr` should land on a capture listener (anything but loopback and
@@ -73,6 +84,7 @@ impl Net {
         hub: Arc<Hub>,
         mode: DnsMode,
         egress: Vec<String>,
+        targets: TargetList,
     ) -> Result<Net, String> {
         let (wake_r, wake_w) =
             nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)
@@ -83,20 +95,32 @@ impl Net {
         stub.set_egress(egress.clone());
         let stub = Arc::new(Mutex::new(stub));
         let stop = Arc::new(AtomicBool::new(false));
-        let forwarder = if egress.is_empty() {
+        // This thread's namespace, opened before the network thread leaves it.
+        let own_ns = || {
+            std::fs::File::open("/proc/thread-self/ns/net")
+                .map(OwnedFd::from)
+                .map_err(|e| format!("the host's network namespace: {e}"))
+        };
+        let forwarder = if egress.is_empty() && targets.nets.is_empty() {
             None
         } else {
-            // This thread's namespace, opened before the network thread leaves it.
-            let own = std::fs::File::open("/proc/thread-self/ns/net")
-                .map_err(|e| format!("the host's network namespace: {e}"))?;
             Some(Arc::new(Forwarder::new(
-                OwnedFd::from(own),
+                own_ns()?,
                 hub.clone(),
                 stop.clone(),
             )))
         };
+        let targets = if targets.nets.is_empty() {
+            None
+        } else {
+            Some(Arc::new(Targets::new(
+                targets.nets,
+                targets.connect_time,
+                own_ns()?,
+            )))
+        };
         let (stub2, stop2) = (stub.clone(), stop.clone());
-        let (egress2, forwarder2) = (egress.clone(), forwarder.clone());
+        let (egress2, forwarder2, targets2) = (egress.clone(), forwarder.clone(), targets.clone());
         let thread = std::thread::Builder::new()
             .name("warden-net".into())
             .spawn(move || {
@@ -121,6 +145,7 @@ impl Net {
                     conns: Vec::new(),
                     egress: egress2,
                     forwarder: forwarder2,
+                    targets: targets2,
                 };
                 serve.run(&stop2);
             })
@@ -134,6 +159,7 @@ impl Net {
                 thread: Mutex::new(Some(thread)),
                 egress,
                 forwarder,
+                targets,
             }),
             Ok(Err(e)) => {
                 let _ = thread.join();
@@ -166,6 +192,21 @@ impl Net {
         self.stub.lock().ok()?.name_of(v4).map(str::to_owned)
     }
 
+    /// How a connect to `dest` is answered when the run has direct targets (`None` without
+    /// them, or for an address the DNS stub handed out: those follow the egress rules). An
+    /// open target gets its capture listener before this returns.
+    pub fn decide_target(&self, dest: SocketAddr) -> Option<Decision> {
+        let targets = self.targets.as_ref()?;
+        if !captured(&dest) || self.host_of(dest.ip()).is_some() {
+            return None;
+        }
+        let d = targets.decide(dest);
+        if d == Decision::Open {
+            self.ensure_listener(dest);
+        }
+        Some(d)
+    }
+
     /// Whether connections to `host` on `port` are forwarded for real.
     pub fn allows(&self, host: &str, port: u16) -> bool {
         warden_trace::hosts::allowed(&self.egress, host, port)
@@ -181,6 +222,9 @@ impl Net {
         if let Some(f) = &self.forwarder {
             f.join();
         }
+        if let Some(t) = &self.targets {
+            t.clear();
+        }
     }
 }
 
@@ -192,6 +236,28 @@ fn join_and_prepare(netns: &OwnedFd) -> Result<UdpSocket, String> {
     dns.set_nonblocking(true)
         .map_err(|e| format!("DNS stub: {e}"))?;
     Ok(dns)
+}
+
+/// A non-blocking listener at `addr`. Free-bound: an IPv6 address is not local merely because
+/// the capture route makes every address local (IPv4 binds by route; IPv6 wants the address on
+/// an interface), so without it a connection to an IPv6 destination met no listener.
+fn capture_listener(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    use nix::sys::socket::{
+        AddressFamily, Backlog, SockFlag, SockType, SockaddrStorage, bind, listen, setsockopt,
+        socket, sockopt,
+    };
+    let family = if addr.is_ipv6() {
+        AddressFamily::Inet6
+    } else {
+        AddressFamily::Inet
+    };
+    let flags = SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK;
+    let fd = socket(family, SockType::Stream, flags, None)?;
+    setsockopt(&fd, sockopt::IpFreebind, &true)?;
+    setsockopt(&fd, sockopt::ReuseAddr, &true)?;
+    bind(fd.as_raw_fd(), &SockaddrStorage::from(addr))?;
+    listen(&fd, Backlog::new(128).unwrap_or(Backlog::MAXCONN))?;
+    Ok(TcpListener::from(fd))
 }
 
 struct Conn {
@@ -211,6 +277,7 @@ struct Serve {
     conns: Vec<Conn>,
     egress: Vec<String>,
     forwarder: Option<Arc<Forwarder>>,
+    targets: Option<Arc<Targets>>,
 }
 
 impl Serve {
@@ -282,7 +349,7 @@ impl Serve {
             if !self.listeners.iter().any(|(a, _)| *a == addr)
                 && self.listeners.len() < MAX_LISTENERS
             {
-                match TcpListener::bind(addr).and_then(|l| l.set_nonblocking(true).map(|()| l)) {
+                match capture_listener(addr) {
                     Ok(l) => self.listeners.push((addr, l)),
                     Err(e) => tracing::debug!(%addr, error = %e, "no capture listener"),
                 }
@@ -326,6 +393,16 @@ impl Serve {
                 continue; // dropped: closed at once
             }
             let dest = stream.local_addr().unwrap_or(dest);
+            // A direct target is checked again on the address really connected to.
+            if let (Some(f), Some(t)) = (&self.forwarder, &self.targets)
+                && t.allows(dest.ip())
+                && self.allowed_host(dest).is_none()
+            {
+                if stream.set_nonblocking(false).is_ok() {
+                    f.start_target(stream, dest, t.clone());
+                }
+                continue;
+            }
             if let (Some(f), Some(host)) = (&self.forwarder, self.allowed_host(dest)) {
                 if stream.set_nonblocking(false).is_ok() {
                     f.start(stream, dest, host);

@@ -525,28 +525,48 @@ impl Tracer {
             let _ = sys::notif_continue(self.listener.as_fd(), n.id);
             return;
         };
-        self.before_continue(kind, &data, pid, tgid, &n);
+        let mut data = data;
+        let refused = self.before_continue(kind, &mut data, pid, tgid, &n);
         // Recorded while the task is still stopped: whatever it does next (and whatever the
         // caller does once it sees that) comes after this event, in its window.
         self.record(kind, data, process, tgid, &n);
-        let _ = sys::notif_continue(self.listener.as_fd(), n.id);
+        match refused {
+            Some(errno) => {
+                let _ = sys::notif_fail(self.listener.as_fd(), n.id, errno);
+            }
+            None => {
+                let _ = sys::notif_continue(self.listener.as_fd(), n.id);
+            }
+        }
     }
 
-    /// Work that must happen while the task is still stopped: a capture listener for the
-    /// destination of a connect, the canary scan of a process's written files at its exit.
+    /// Work that must happen while the task is still stopped: the answer to a connect to a
+    /// direct target (the errno to fail it with, if any; its port state goes in `data`), a
+    /// capture listener for the destination of any other connect, the canary scan of a
+    /// process's written files at its exit.
     fn before_continue(
         &mut self,
         kind: EventKind,
-        data: &Value,
+        data: &mut Value,
         pid: i32,
         tgid: i32,
         n: &sys::Notification,
-    ) {
+    ) -> Option<i32> {
+        let mut refused = None;
         if kind == EventKind::NetConnect
             && data["op"] == "connect"
             && let (Some(net), Some(addr)) = (&self.net, socket_addr(data))
         {
-            net.ensure_listener(addr);
+            match net.decide_target(addr) {
+                Some(d) => {
+                    data["target"] = json!(d.state());
+                    if let super::targets::Decision::Fail(errno) = d {
+                        data["errno"] = json!(errno);
+                        refused = Some(errno);
+                    }
+                }
+                None => net.ensure_listener(addr),
+            }
         }
         if n.nr == libc::SYS_exit_group
             && let Some(paths) = self.written.remove(&tgid)
@@ -561,6 +581,7 @@ impl Tracer {
                 self.scan_files(&root, &paths, inner);
             }
         }
+        refused
     }
 
     fn record(
