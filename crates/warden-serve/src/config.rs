@@ -13,7 +13,7 @@ use serde::Deserialize;
 use thiserror::Error;
 use warden_jail::{Limits, Policy};
 
-use crate::tools::ALL_TOOLS;
+use crate::tools::{ALL_TOOLS, RECON_TOOLS};
 
 /// Errors in the configuration.
 #[derive(Debug, Error)]
@@ -37,7 +37,7 @@ pub enum ConfigError {
         source: Box<toml::de::Error>,
     },
     /// The selected profile does not exist.
-    #[error("no profile named {0:?} (built in: code, readonly)")]
+    #[error("no profile named {0:?} (built in: code, readonly, recon)")]
     NoProfile(String),
     /// A profile names a tool that does not exist.
     #[error("profile {profile:?} names unknown tool {tool:?}")]
@@ -55,6 +55,9 @@ pub enum ConfigError {
         /// What is wrong.
         what: &'static str,
     },
+    /// The `[recon]` table is invalid, or recon tools are offered without targets.
+    #[error("[recon]: {0}")]
+    Recon(String),
     /// The jail policy of a profile is invalid.
     #[error("profile {profile:?}: invalid sandbox policy")]
     Policy {
@@ -120,6 +123,49 @@ impl Default for HttpFile {
     }
 }
 
+/// The recon toolset's settings: where its targets are (the only addresses its tools may be
+/// aimed at and its sandboxes may reach) and where its programs are.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReconFile {
+    /// Addresses and CIDR networks the recon tools may be aimed at (`192.168.68.100`,
+    /// `10.20.0.0/24`, `2001:db8::/64`); fixed at start, never widened by a call.
+    pub targets: Vec<String>,
+    /// nmap (default: found in the system's PATH directories).
+    pub nmap: Option<PathBuf>,
+    /// ffuf (default: found in the system's PATH directories).
+    pub ffuf: Option<PathBuf>,
+    /// arjun, 2.2.7 or later (default: Warden's own venv, `/opt/warden/recon/bin/arjun`).
+    pub arjun: Option<PathBuf>,
+    /// nuclei (default: found in the system's PATH directories); listed only with templates.
+    pub nuclei: Option<PathBuf>,
+    /// The nuclei templates folder (default: `/usr/share/nuclei-templates` or
+    /// `/opt/nuclei-templates`).
+    pub nuclei_templates: Option<PathBuf>,
+    /// How long a connect to a target may take before the port counts as filtered, ms.
+    pub connect_timeout_ms: u64,
+    /// Ports one `nmap_scan` may name, at most.
+    pub max_ports: u32,
+    /// Bytes of a tool's raw output returned, at most (the rest is cut and the result says so).
+    pub raw_max_bytes: u64,
+}
+
+impl Default for ReconFile {
+    fn default() -> Self {
+        ReconFile {
+            targets: Vec::new(),
+            nmap: None,
+            ffuf: None,
+            arjun: None,
+            nuclei: None,
+            nuclei_templates: None,
+            connect_timeout_ms: 1500,
+            max_ports: 10_000,
+            raw_max_bytes: 64 << 10,
+        }
+    }
+}
+
 /// The file, raw.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -156,6 +202,8 @@ pub struct ConfigFile {
     pub workspace_max_bytes: u64,
     /// HTTP settings.
     pub http: HttpFile,
+    /// The recon toolset's settings.
+    pub recon: ReconFile,
     /// Named profiles (override or extend the built-in ones).
     pub profiles: BTreeMap<String, ProfileFile>,
 }
@@ -176,6 +224,7 @@ impl Default for ConfigFile {
             snapshots_max_bytes: 512 << 20,
             workspace_max_bytes: 512 << 20,
             http: HttpFile::default(),
+            recon: ReconFile::default(),
             profiles: BTreeMap::new(),
         }
     }
@@ -220,8 +269,26 @@ pub struct Config {
     pub settings: ConfigFile,
 }
 
-/// Tools of the built-in `code` profile.
-pub const CODE_TOOLS: &[&str] = ALL_TOOLS;
+/// Tools of the built-in `code` profile: everything but the recon toolset.
+pub const CODE_TOOLS: &[&str] = &[
+    "run_command",
+    "run_python",
+    "file_read",
+    "file_write",
+    "file_list",
+    "file_info",
+    "file_delete",
+    "file_move",
+    "snapshot_create",
+    "snapshot_list",
+    "snapshot_restore",
+    "snapshot_delete",
+    "snapshot_diff",
+    "validate_json",
+    "validate_csv",
+    "sandbox_metrics",
+    "env_get",
+];
 
 /// Tools of the built-in `readonly` profile.
 pub const READONLY_TOOLS: &[&str] = &[
@@ -240,10 +307,21 @@ fn builtin(name: &str) -> Option<ProfileFile> {
     let tools = match name {
         "code" => CODE_TOOLS,
         "readonly" => READONLY_TOOLS,
+        "recon" => RECON_TOOLS,
         _ => return None,
     };
+    let recon = name == "recon";
     Some(ProfileFile {
         tools: Some(tools.iter().map(|t| t.to_string()).collect()),
+        // Scans take longer than an agent's usual call (a version scan waits on every probe).
+        default_timeout_s: recon.then_some(120.0),
+        max_timeout_s: recon.then_some(900.0),
+        limits: recon.then(|| Limits {
+            wall_time_ms: 900_000,
+            cpu_time_ms: 900_000,
+            memory_bytes: 1 << 30,
+            ..call_limits()
+        }),
         ..ProfileFile::default()
     })
 }
@@ -284,6 +362,7 @@ impl ConfigFile {
             (None, None) => return Err(ConfigError::NoProfile(name)),
         };
         let profile = validate_profile(&name, file)?;
+        validate_recon(&self.recon, &profile)?;
         let settings = ConfigFile {
             max_concurrent_calls: self.max_concurrent_calls.max(1),
             audit_max_bytes: self.audit_max_bytes.max(4096),
@@ -291,6 +370,44 @@ impl ConfigFile {
         };
         Ok(Config { profile, settings })
     }
+}
+
+/// The `[recon]` table: targets parse, the numbers are sane, and a profile that offers recon
+/// tools has targets to aim them at.
+fn validate_recon(r: &ReconFile, profile: &Profile) -> Result<(), ConfigError> {
+    if r.targets.len() > warden_jail::trace::targets::MAX_TARGETS {
+        return Err(ConfigError::Recon(format!(
+            "at most {} targets",
+            warden_jail::trace::targets::MAX_TARGETS
+        )));
+    }
+    for t in &r.targets {
+        warden_jail::trace::targets::parse_target(t).map_err(ConfigError::Recon)?;
+    }
+    if !(1..=60_000).contains(&r.connect_timeout_ms) {
+        return Err(ConfigError::Recon(
+            "connect_timeout_ms must be between 1 and 60000".into(),
+        ));
+    }
+    if !(1..=65_535).contains(&r.max_ports) {
+        return Err(ConfigError::Recon(
+            "max_ports must be between 1 and 65535".into(),
+        ));
+    }
+    if !(1024..=64 << 20).contains(&r.raw_max_bytes) {
+        return Err(ConfigError::Recon(
+            "raw_max_bytes must be between 1024 and 67108864".into(),
+        ));
+    }
+    let offers = profile.tools.iter().any(|t| RECON_TOOLS.contains(t));
+    if offers && r.targets.is_empty() {
+        return Err(ConfigError::Recon(format!(
+            "profile {:?} offers recon tools but no targets are configured \
+             (add `[recon] targets = [\"192.0.2.10\", \"10.20.0.0/24\"]`)",
+            profile.name
+        )));
+    }
+    Ok(())
 }
 
 fn merge(base: ProfileFile, custom: ProfileFile) -> ProfileFile {

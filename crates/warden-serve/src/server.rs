@@ -168,6 +168,7 @@ impl WardenServer {
             "uptime_s": shared.started.elapsed().as_secs(),
             "calls": tools,
             "limits_hit": limits,
+            "recon": shared.recon.status(),
         })
     }
 
@@ -187,6 +188,12 @@ impl WardenServer {
                 "limits": p.policy.limits,
                 "env": p.policy.env.keys().collect::<Vec<_>>(),
                 "hostname": p.policy.hostname,
+            },
+            "recon": {
+                "targets": self.shared().recon.targets,
+                "reachable": "recon calls reach these addresses and networks only (never names, \
+                              never the server's own addresses unless listed alone); other \
+                              tools have no network",
             },
         })
     }
@@ -275,6 +282,14 @@ impl ServerHandler for WardenServer {
             "tool": name,
             "arguments": logged_args,
             "outcome": match &result {
+                // A recon call's status and every connection its sandbox tried or relayed.
+                Ok(v) if v.get("connections").is_some() => json!({
+                    "ok": true,
+                    "exit_code": v.get("exit_code"),
+                    "status": v.get("status"),
+                    "target": v.get("target"),
+                    "connections": v.get("connections"),
+                }),
                 Ok(v) => json!({ "ok": true, "exit_code": v.get("exit_code") }),
                 Err(e) => json!({ "ok": false, "error": e.kind(), "message": elide(&json!(e.to_string())) }),
             },

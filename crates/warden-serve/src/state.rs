@@ -60,6 +60,8 @@ pub struct Shared {
     pub permits: Semaphore,
     /// When the server started.
     pub started: Instant,
+    /// The recon toolbox (programs found at start, targets).
+    pub recon: crate::tools::recon::Toolbox,
     /// The profile's tools, in listing order.
     pub specs: Vec<Spec>,
     /// Compiled input schemas by tool.
@@ -120,11 +122,29 @@ impl Shared {
             None => std::env::current_exe().map_err(io(Path::new("/proc/self/exe")))?,
         };
         let jail = Jail::with_helper(exe.clone());
+        let wants_recon = config
+            .profile
+            .tools
+            .iter()
+            .any(|t| tools::RECON_TOOLS.contains(t));
+        let recon = crate::tools::recon::Toolbox::discover(
+            &config.settings.recon,
+            wants_recon,
+            &jail,
+            &config.profile.policy,
+            state_dir.path(),
+        );
         let specs: Vec<Spec> = config
             .profile
             .tools
             .iter()
-            .filter_map(|t| tools::spec(t, &config.profile))
+            .filter_map(|t| {
+                if tools::RECON_TOOLS.contains(t) {
+                    crate::tools::recon::spec(t, &recon, config.profile.max_timeout_s)
+                } else {
+                    tools::spec(t, &config.profile)
+                }
+            })
             .collect();
         let mut validators = HashMap::new();
         for s in &specs {
@@ -141,6 +161,7 @@ impl Shared {
             audit,
             metrics: Metrics::default(),
             started: Instant::now(),
+            recon,
             specs,
             validators,
             state_dir,

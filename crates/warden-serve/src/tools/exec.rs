@@ -159,7 +159,7 @@ struct PythonArgs {
 }
 
 /// Run `argv` in the jail under `policy`, killing it if the call is cancelled.
-async fn jailed(
+pub(super) async fn jailed(
     cx: &CallContext,
     policy: warden_jail::Policy,
     argv: Vec<String>,

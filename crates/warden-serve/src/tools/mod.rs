@@ -11,6 +11,7 @@ mod csv_check;
 mod exec;
 mod files;
 mod info;
+pub mod recon;
 mod snapshot;
 mod validate;
 pub mod validate_worker;
@@ -42,7 +43,15 @@ pub const ALL_TOOLS: &[&str] = &[
     "validate_csv",
     "sandbox_metrics",
     "env_get",
+    "nmap_scan",
+    "ffuf_discover",
+    "arjun_params",
+    "nuclei_scan",
 ];
+
+/// The recon toolset (the built-in `recon` profile): each listed only when its program is
+/// installed, and only with `[recon] targets` configured.
+pub const RECON_TOOLS: &[&str] = &["nmap_scan", "ffuf_discover", "arjun_params", "nuclei_scan"];
 
 /// Largest string argument for code and command lines.
 pub const MAX_CODE_BYTES: u64 = 1 << 20;
@@ -147,6 +156,9 @@ pub enum ToolError {
     /// A named schema or other server-side resource is missing or broken.
     #[error("{0}")]
     Unavailable(String),
+    /// A recon tool was aimed at an address or URL outside the configured targets.
+    #[error("target not allowed: {0}")]
+    TargetNotAllowed(String),
     /// The call was cancelled by the client.
     #[error("cancelled")]
     Cancelled,
@@ -166,6 +178,7 @@ impl ToolError {
             ToolError::Sandbox(warden_jail::JailError::NotFound(_)) => "command_not_found",
             ToolError::Sandbox(_) => "sandbox_error",
             ToolError::Unavailable(_) => "unavailable",
+            ToolError::TargetNotAllowed(_) => "target_not_allowed",
             ToolError::Cancelled => "cancelled",
             ToolError::Internal(_) => "internal",
         }
@@ -222,6 +235,9 @@ pub async fn call(name: &str, args: Value, cx: &CallContext) -> Result<Value, To
         "validate_csv" => csv_check::validate_csv(args, cx).await,
         "sandbox_metrics" => info::sandbox_metrics(cx).await,
         "env_get" => info::env_get(args, cx).await,
+        "nmap_scan" | "ffuf_discover" | "arjun_params" | "nuclei_scan" => {
+            recon::call(name, args, cx).await
+        }
         other => Err(ToolError::Internal(format!("no dispatch for {other}"))),
     }
 }
