@@ -110,6 +110,19 @@ pub fn pidfd_getfd(pidfd: BorrowedFd<'_>, fd: i32) -> Result<OwnedFd, Errno> {
     fd_result(unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) })
 }
 
+/// Dissolve a socket's association (`connect(2)` with an `AF_UNSPEC` address): a TCP socket
+/// that was connecting is closed, ready to connect again.
+pub fn disconnect(sock: BorrowedFd<'_>) -> Result<(), Errno> {
+    let unspec = libc::sockaddr {
+        sa_family: libc::sa_family_t::try_from(libc::AF_UNSPEC).unwrap_or(0),
+        sa_data: [0; 14],
+    };
+    let len = libc::socklen_t::try_from(std::mem::size_of::<libc::sockaddr>()).unwrap_or(16);
+    // SAFETY: `unspec` is a valid, initialised sockaddr of `len` bytes that outlives the call;
+    // the kernel only reads it.
+    unit_result(unsafe { libc::connect(sock.as_raw_fd(), &raw const unspec, len) }.into())
+}
+
 /// `openat2(2)` relative to `dir` (or the working directory) with `resolve` flags.
 pub fn openat2(
     dir: Option<BorrowedFd<'_>>,

@@ -23,6 +23,7 @@ pub mod egress;
 pub mod net;
 mod netlink;
 pub mod notify;
+pub mod park;
 pub mod prepare;
 pub mod targets;
 

@@ -25,7 +25,8 @@ use warden_trace::{DnsMode, Stub};
 
 use super::Hub;
 use super::egress::Forwarder;
-use super::targets::{Decision, Targets};
+use super::park::{Connector, Job, Parking};
+use super::targets::{Decision, Started, Targets};
 
 /// Where the stub listens (the jail's resolv.conf names it).
 pub const DNS_ADDR: &str = "127.0.0.53:53";
@@ -42,17 +43,54 @@ const ENSURE_WAIT: Duration = Duration::from_millis(500);
 
 type Ack = mpsc::SyncSender<()>;
 
+/// Asks the network thread for capture listeners.
+#[derive(Debug)]
+struct Listeners {
+    requests: Mutex<mpsc::Sender<(SocketAddr, Ack)>>,
+    wake: OwnedFd,
+}
+
+impl Listeners {
+    /// Make sure a capture listener waits at `addr` (bounded wait for the thread's answer).
+    fn ensure(&self, addr: SocketAddr) {
+        if !captured(&addr) {
+            return;
+        }
+        let (ack_tx, ack_rx) = mpsc::sync_channel(1);
+        let sent = self
+            .requests
+            .lock()
+            .map(|tx| tx.send((addr, ack_tx)).is_ok())
+            .unwrap_or(false);
+        if sent {
+            let _ = nix::unistd::write(&self.wake, b"x");
+            let _ = ack_rx.recv_timeout(ENSURE_WAIT);
+        }
+    }
+}
+
+/// How a connect to a direct target is answered: now, or later by the connector (the
+/// program's connect is told `EINPROGRESS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TargetAnswer {
+    /// Answered now.
+    Now(Decision),
+    /// Parked: the connector answers when the target does, and records the event.
+    Deferred,
+}
+
 /// The running capture network.
 #[derive(Debug)]
 pub struct Net {
-    requests: Mutex<mpsc::Sender<(SocketAddr, Ack)>>,
-    wake: OwnedFd,
+    listeners: Arc<Listeners>,
     stub: Arc<Mutex<Stub>>,
     stop: Arc<AtomicBool>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     egress: Vec<String>,
     forwarder: Option<Arc<Forwarder>>,
     targets: Option<Arc<Targets>>,
+    parking: Option<Parking>,
+    connector: Option<Connector>,
 }
 
 /// Direct targets of a run: the parsed list and how long a real connect may take.
@@ -121,13 +159,14 @@ impl Net {
         };
         let (stub2, stop2) = (stub.clone(), stop.clone());
         let (egress2, forwarder2, targets2) = (egress.clone(), forwarder.clone(), targets.clone());
+        let (hub2, park) = (hub.clone(), targets.is_some());
         let thread = std::thread::Builder::new()
             .name("warden-net".into())
             .spawn(move || {
                 let setup = join_and_prepare(&netns);
                 let dns = match setup {
                     Ok(dns) => {
-                        let _ = ready_tx.send(Ok(()));
+                        let _ = ready_tx.send(Ok(park.then(Parking::open)));
                         dns
                     }
                     Err(e) => {
@@ -136,7 +175,7 @@ impl Net {
                     }
                 };
                 let mut serve = Serve {
-                    hub,
+                    hub: hub2,
                     stub: stub2,
                     dns,
                     wake: wake_r,
@@ -151,16 +190,33 @@ impl Net {
             })
             .map_err(|e| format!("thread: {e}"))?;
         match ready_rx.recv() {
-            Ok(Ok(())) => Ok(Net {
-                requests: Mutex::new(tx),
-                wake: wake_w,
-                stub,
-                stop,
-                thread: Mutex::new(Some(thread)),
-                egress,
-                forwarder,
-                targets,
-            }),
+            Ok(Ok(parking)) => {
+                let listeners = Arc::new(Listeners {
+                    requests: Mutex::new(tx),
+                    wake: wake_w,
+                });
+                let connector = match (&targets, &parking) {
+                    (Some(t), Some(_)) => {
+                        let l = listeners.clone();
+                        let ensure: super::park::Ensure = Arc::new(move |a| l.ensure(a));
+                        Connector::start(t.clone(), hub.clone(), ensure, stop.clone())
+                            .map_err(|e| tracing::debug!(error = %e, "no connector"))
+                            .ok()
+                    }
+                    _ => None,
+                };
+                Ok(Net {
+                    listeners,
+                    stub,
+                    stop,
+                    thread: Mutex::new(Some(thread)),
+                    egress,
+                    forwarder,
+                    targets,
+                    parking,
+                    connector,
+                })
+            }
             Ok(Err(e)) => {
                 let _ = thread.join();
                 Err(e)
@@ -171,19 +227,7 @@ impl Net {
 
     /// Make sure a capture listener waits at `addr` before a connect to it proceeds.
     pub fn ensure_listener(&self, addr: SocketAddr) {
-        if !captured(&addr) {
-            return;
-        }
-        let (ack_tx, ack_rx) = mpsc::sync_channel(1);
-        let sent = self
-            .requests
-            .lock()
-            .map(|tx| tx.send((addr, ack_tx)).is_ok())
-            .unwrap_or(false);
-        if sent {
-            let _ = nix::unistd::write(&self.wake, b"x");
-            let _ = ack_rx.recv_timeout(ENSURE_WAIT);
-        }
+        self.listeners.ensure(addr);
     }
 
     /// The name a fake address stands for.
@@ -195,16 +239,79 @@ impl Net {
     /// How a connect to `dest` is answered when the run has direct targets (`None` without
     /// them, or for an address the DNS stub handed out: those follow the egress rules). An
     /// open target gets its capture listener before this returns.
-    pub fn decide_target(&self, dest: SocketAddr) -> Option<Decision> {
+    ///
+    /// `sock` is a duplicate of the program's socket when it could be taken: a socket that is
+    /// not a stream is none of the targets' business (`None`), and a non-blocking one is
+    /// parked and answered later ([`super::park`]), its event recorded then from `event`.
+    pub fn decide_target(
+        &self,
+        dest: SocketAddr,
+        sock: Option<OwnedFd>,
+        pid: Option<i32>,
+        event: &serde_json::Value,
+    ) -> Option<TargetAnswer> {
         let targets = self.targets.as_ref()?;
         if !captured(&dest) || self.host_of(dest.ip()).is_some() {
             return None;
         }
-        let d = targets.decide(dest);
+        if sock.as_ref().is_some_and(|s| !super::park::is_stream(s)) {
+            return None;
+        }
+        if !targets.allows(dest.ip()) {
+            return Some(TargetAnswer::Now(Decision::Fail(libc::EACCES)));
+        }
+        let started = match targets.start(dest) {
+            Started::Done(d) => return Some(TargetAnswer::Now(self.opened(d, dest))),
+            Started::Pending(f) => f,
+        };
+        // A non-blocking connect is held briefly, then parked; a blocking one for the whole
+        // connect time, as the kernel would hold it.
+        let spot = self.parking.as_ref().and_then(|p| p.park_for(&dest));
+        let parkable = match (&sock, &self.connector, spot) {
+            (Some(s), Some(c), Some(spot)) if c.has_room() && super::park::deferrable(s) => {
+                Some(spot)
+            }
+            _ => None,
+        };
+        let wait = match parkable {
+            Some(_) => targets.hold_for(dest.ip()),
+            None => targets.connect_time(),
+        };
+        let in_flight = match targets.wait(dest, started, wait) {
+            Ok(d) => return Some(TargetAnswer::Now(self.opened(d, dest))),
+            Err(f) => f,
+        };
+        targets.unanswered(dest.ip());
+        let (Some(s), Some(spot), Some(c)) = (sock, parkable, &self.connector) else {
+            return Some(TargetAnswer::Now(Decision::Fail(libc::ETIMEDOUT)));
+        };
+        Some(match super::park::park(&s, spot) {
+            Ok(()) => {
+                c.submit(Job {
+                    dest,
+                    sock: s,
+                    pid,
+                    data: event.clone(),
+                    deadline: in_flight.begun + targets.connect_time(),
+                    real: in_flight,
+                });
+                TargetAnswer::Deferred
+            }
+            Err(e) => TargetAnswer::Now(Decision::Fail(e as i32)),
+        })
+    }
+
+    /// An open target gets its capture listener before the program's connect goes on.
+    fn opened(&self, d: Decision, dest: SocketAddr) -> Decision {
         if d == Decision::Open {
             self.ensure_listener(dest);
         }
-        Some(d)
+        d
+    }
+
+    /// Whether the run has direct targets.
+    pub fn has_targets(&self) -> bool {
+        self.targets.is_some()
     }
 
     /// Whether connections to `host` on `port` are forwarded for real.
@@ -215,7 +322,10 @@ impl Net {
     /// Stop serving (connections still held and forwards are recorded first).
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Release);
-        let _ = nix::unistd::write(&self.wake, b"x");
+        if let Some(c) = &self.connector {
+            c.stop();
+        }
+        let _ = nix::unistd::write(&self.listeners.wake, b"x");
         if let Some(t) = self.thread.lock().ok().and_then(|mut t| t.take()) {
             let _ = t.join();
         }

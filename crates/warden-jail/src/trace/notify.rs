@@ -380,6 +380,23 @@ pub fn spawn(
         })
 }
 
+/// How a stopped syscall is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reply {
+    /// Let it run.
+    Continue,
+    /// Fail it with this errno.
+    Fail(i32),
+    /// A connect parked for a direct target: `EINPROGRESS` now, the event when it is answered.
+    Parked,
+}
+
+/// A duplicate of descriptor `fd` of process `tgid` (a stopped connect's socket).
+fn program_socket(tgid: i32, fd: i32) -> Option<OwnedFd> {
+    let pidfd = sys::pidfd_open(nix::unistd::Pid::from_raw(tgid)).ok()?;
+    sys::pidfd_getfd(pidfd.as_fd(), fd).ok()
+}
+
 /// Writable mounts of the jail, by their path inside, held open.
 type HeldMounts = Vec<(String, std::fs::File)>;
 
@@ -526,18 +543,18 @@ impl Tracer {
             return;
         };
         let mut data = data;
-        let refused = self.before_continue(kind, &mut data, pid, tgid, &n);
-        // Recorded while the task is still stopped: whatever it does next (and whatever the
-        // caller does once it sees that) comes after this event, in its window.
-        self.record(kind, data, process, tgid, &n);
-        match refused {
-            Some(errno) => {
-                let _ = sys::notif_fail(self.listener.as_fd(), n.id, errno);
-            }
-            None => {
-                let _ = sys::notif_continue(self.listener.as_fd(), n.id);
-            }
+        let reply = self.before_continue(kind, &mut data, pid, tgid, process, &n);
+        // A parked connect's event is recorded when the target answers.
+        if reply != Reply::Parked {
+            // Recorded while the task is still stopped: whatever it does next (and whatever the
+            // caller does once it sees that) comes after this event, in its window.
+            self.record(kind, data, process, tgid, &n);
         }
+        let _ = match reply {
+            Reply::Continue => sys::notif_continue(self.listener.as_fd(), n.id),
+            Reply::Fail(errno) => sys::notif_fail(self.listener.as_fd(), n.id, errno),
+            Reply::Parked => sys::notif_fail(self.listener.as_fd(), n.id, libc::EINPROGRESS),
+        };
     }
 
     /// Work that must happen while the task is still stopped: the answer to a connect to a
@@ -550,19 +567,27 @@ impl Tracer {
         data: &mut Value,
         pid: i32,
         tgid: i32,
+        process: Option<i32>,
         n: &sys::Notification,
-    ) -> Option<i32> {
-        let mut refused = None;
+    ) -> Reply {
+        use super::net::TargetAnswer;
+        use super::targets::Decision;
+        let mut reply = Reply::Continue;
         if kind == EventKind::NetConnect
             && data["op"] == "connect"
             && let (Some(net), Some(addr)) = (&self.net, socket_addr(data))
         {
-            match net.decide_target(addr) {
-                Some(d) => {
+            // The program's socket itself, when its address is one the targets may concern.
+            let sock = (net.has_targets() && super::net::captured(&addr))
+                .then(|| program_socket(tgid, low_i32(n.args[0])))
+                .flatten();
+            match net.decide_target(addr, sock, process, data) {
+                Some(TargetAnswer::Deferred) => reply = Reply::Parked,
+                Some(TargetAnswer::Now(d)) => {
                     data["target"] = json!(d.state());
-                    if let super::targets::Decision::Fail(errno) = d {
+                    if let Decision::Fail(errno) = d {
                         data["errno"] = json!(errno);
-                        refused = Some(errno);
+                        reply = Reply::Fail(errno);
                     }
                 }
                 None => net.ensure_listener(addr),
@@ -581,7 +606,7 @@ impl Tracer {
                 self.scan_files(&root, &paths, inner);
             }
         }
-        refused
+        reply
     }
 
     fn record(

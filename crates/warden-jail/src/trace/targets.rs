@@ -2,14 +2,17 @@
 //! tool's scan targets, private ranges included), relayed from the supervisor's side so that
 //! what the program sees is what the target answered.
 //!
-//! How a connect is answered: the tracer stops it (seccomp user notification) and asks
-//! [`Targets::decide`]. A destination outside the list fails with `EACCES` and is recorded;
-//! one inside is connected for real first, from the supervisor's network namespace, and the
-//! program's connect gets the same answer: refused (`ECONNREFUSED`, a closed port), no answer
-//! within the connect time (`ETIMEDOUT`, a filtered port), unreachable (the real errno), or —
+//! How a connect is answered: the tracer stops it (seccomp user notification). A destination
+//! outside the list fails with `EACCES` and is recorded. For one on the list the supervisor
+//! starts the real connect first, from its own network namespace, and gives the program the
+//! same answer: refused (`ECONNREFUSED`, a closed port), unreachable (the real errno), or —
 //! only when the real connection is open — a capture listener at the destination and the
-//! connect let through, whose accepted connection is then spliced to the open one. So a port
-//! scanner inside the jail reports the states it would report scanning directly.
+//! connect let through, whose accepted connection is then spliced to the open one. A blocking
+//! connect waits up to the connect time for that answer (then `ETIMEDOUT`: filtered); a
+//! non-blocking one waits a short, per-address hold ([`Targets::hold_for`]) and, unanswered,
+//! is parked and answered later ([`super::park`]), so a scanner's connects to a filtered host
+//! overlap as they do outside the jail. So a port scanner inside the jail reports the states
+//! it would report scanning directly.
 //!
 //! Guarantees: the check that matters is made on the accepted connection's own local address
 //! (the destination the kernel really used), not on the notified one a task could change
@@ -20,11 +23,16 @@
 //! number, bytes and idle time, and end when the run stops.
 
 use std::collections::HashMap;
-use std::io::ErrorKind;
 use std::net::{IpAddr, SocketAddr, TcpStream};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::socket::{
+    AddressFamily, SockFlag, SockType, SockaddrStorage, connect, getsockopt, socket, sockopt,
+};
 
 use ipnet::IpNet;
 
@@ -32,8 +40,11 @@ use ipnet::IpNet;
 pub const MAX_TARGETS: usize = 64;
 /// Real connections opened ahead of the program's and not yet accepted, at most.
 const MAX_PENDING: usize = 64;
-/// How long a real connect may take before the port counts as filtered.
-pub const DEFAULT_CONNECT: Duration = Duration::from_millis(1500);
+/// The hold of an address that has not answered yet, and the shortest hold.
+const FIRST_HOLD: Duration = Duration::from_millis(250);
+const MIN_HOLD: Duration = Duration::from_millis(5);
+/// Addresses whose answer times are remembered, at most.
+const MAX_HOSTS: usize = 4096;
 
 /// Parse one target entry: an address (`192.0.2.7`, `2001:db8::7`) or a network in CIDR
 /// notation (`10.20.0.0/24`, `2001:db8::/64`). Host bits set in a network are refused (a typo
@@ -97,6 +108,35 @@ pub struct Targets {
     connect_time: Duration,
     host_ns: OwnedFd,
     pending: Mutex<HashMap<SocketAddr, Vec<TcpStream>>>,
+    /// How long connects to each address are held for their answer (see [`Targets::hold_for`]).
+    holds: Mutex<HashMap<IpAddr, Duration>>,
+}
+
+/// A real connect under way.
+#[derive(Debug)]
+pub struct InFlight {
+    /// The supervisor's socket, connecting.
+    pub real: OwnedFd,
+    /// When it began.
+    pub begun: Instant,
+}
+
+/// A real connect, answered at once or under way.
+#[derive(Debug)]
+pub enum Started {
+    /// Answered.
+    Done(Decision),
+    /// Under way.
+    Pending(InFlight),
+}
+
+/// The decision for a real connect that failed with `errno`.
+fn errno_decision(errno: Option<i32>) -> Decision {
+    match errno {
+        Some(libc::ECONNREFUSED) => Decision::Fail(libc::ECONNREFUSED),
+        Some(libc::ETIMEDOUT) | None => Decision::Fail(libc::ETIMEDOUT),
+        Some(e) => Decision::Fail(e),
+    }
 }
 
 impl Targets {
@@ -108,6 +148,7 @@ impl Targets {
             connect_time,
             host_ns,
             pending: Mutex::new(HashMap::new()),
+            holds: Mutex::new(HashMap::new()),
         }
     }
 
@@ -116,29 +157,116 @@ impl Targets {
         covered(&self.nets, ip, &self.own)
     }
 
-    /// Answer a connect to `dest` (see the module docs); an open connection is kept for the
-    /// accept that follows.
-    pub fn decide(&self, dest: SocketAddr) -> Decision {
-        if !self.allows(dest.ip()) {
-            return Decision::Fail(libc::EACCES);
-        }
-        match self.connect(dest) {
-            Ok(s) => {
-                if let Ok(mut p) = self.pending.lock() {
-                    let total: usize = p.values().map(Vec::len).sum();
-                    if total >= MAX_PENDING {
-                        p.clear();
-                    }
-                    p.entry(dest).or_default().push(s);
-                }
-                Decision::Open
+    /// Start the real connect to `dest` (on the list), from the supervisor's namespace.
+    pub fn start(&self, dest: SocketAddr) -> Started {
+        let begun = Instant::now();
+        let family = if dest.is_ipv6() {
+            AddressFamily::Inet6
+        } else {
+            AddressFamily::Inet
+        };
+        let flags = SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK;
+        let real = match self
+            .join_host()
+            .and_then(|()| socket(family, SockType::Stream, flags, None).map_err(Into::into))
+        {
+            Ok(s) => s,
+            Err(e) => return Started::Done(errno_decision(e.raw_os_error())),
+        };
+        match connect(real.as_raw_fd(), &SockaddrStorage::from(dest)) {
+            Ok(()) => self.opened(dest, real, begun),
+            Err(Errno::EINPROGRESS) => Started::Pending(InFlight { real, begun }),
+            Err(e) => {
+                self.answered(dest.ip(), begun.elapsed());
+                Started::Done(errno_decision(Some(e as i32)))
             }
-            Err(e) => Decision::Fail(match e.kind() {
-                ErrorKind::ConnectionRefused => libc::ECONNREFUSED,
-                ErrorKind::TimedOut | ErrorKind::WouldBlock => libc::ETIMEDOUT,
-                _ => e.raw_os_error().unwrap_or(libc::EHOSTUNREACH),
-            }),
         }
+    }
+
+    /// Wait up to `wait` for `f`'s answer; `Err(f)` when there is none yet.
+    pub fn wait(
+        &self,
+        dest: SocketAddr,
+        f: InFlight,
+        wait: Duration,
+    ) -> Result<Decision, InFlight> {
+        let ms = u16::try_from(wait.as_millis()).unwrap_or(u16::MAX);
+        let mut fds = [PollFd::new(f.real.as_fd(), PollFlags::POLLOUT)];
+        let ready = matches!(poll(&mut fds, PollTimeout::from(ms)), Ok(n) if n > 0);
+        if !ready {
+            return Err(f);
+        }
+        Ok(self.finish(dest, f))
+    }
+
+    /// The answer of `f`, whose socket is ready; an open connection is kept.
+    pub fn finish(&self, dest: SocketAddr, f: InFlight) -> Decision {
+        match getsockopt(&f.real, sockopt::SocketError) {
+            Ok(0) => match self.opened(dest, f.real, f.begun) {
+                Started::Done(d) => d,
+                Started::Pending(_) => Decision::Open,
+            },
+            Ok(e) => {
+                self.answered(dest.ip(), f.begun.elapsed());
+                errno_decision(Some(e))
+            }
+            Err(e) => errno_decision(Some(e as i32)),
+        }
+    }
+
+    fn opened(&self, dest: SocketAddr, real: OwnedFd, begun: Instant) -> Started {
+        self.answered(dest.ip(), begun.elapsed());
+        let stream = TcpStream::from(real);
+        let _ = stream.set_nonblocking(false);
+        self.keep(dest, stream);
+        Started::Done(Decision::Open)
+    }
+
+    /// How long a connect to `ip` is held for its answer before it is parked: eight times
+    /// the time this address took to answer, or, while it has not answered, a quarter of a
+    /// second halved after each connect it leaves unanswered (a host that drops everything
+    /// costs a few milliseconds a port, not the connect time).
+    pub fn hold_for(&self, ip: IpAddr) -> Duration {
+        self.holds
+            .lock()
+            .ok()
+            .and_then(|h| h.get(&ip).copied())
+            .unwrap_or(FIRST_HOLD)
+            .min(self.connect_time)
+    }
+
+    fn answered(&self, ip: IpAddr, took: Duration) {
+        if let Ok(mut h) = self.holds.lock()
+            && (h.len() < MAX_HOSTS || h.contains_key(&ip))
+        {
+            h.insert(ip, (took * 8).clamp(MIN_HOLD, FIRST_HOLD));
+        }
+    }
+
+    /// `ip` left a connect unanswered for its whole hold.
+    pub fn unanswered(&self, ip: IpAddr) {
+        if let Ok(mut h) = self.holds.lock()
+            && (h.len() < MAX_HOSTS || h.contains_key(&ip))
+        {
+            let now = h.get(&ip).copied().unwrap_or(FIRST_HOLD);
+            h.insert(ip, (now / 2).max(MIN_HOLD));
+        }
+    }
+
+    /// Keep `s`, a real connection to `dest`, for the accept of the program's connection.
+    pub fn keep(&self, dest: SocketAddr, s: TcpStream) {
+        if let Ok(mut p) = self.pending.lock() {
+            let total: usize = p.values().map(Vec::len).sum();
+            if total >= MAX_PENDING {
+                p.clear();
+            }
+            p.entry(dest).or_default().push(s);
+        }
+    }
+
+    /// How long a real connect may take before the port counts as filtered.
+    pub fn connect_time(&self) -> Duration {
+        self.connect_time
     }
 
     /// The connection opened for the program's connect to `dest`, or a new one (a connect
@@ -157,10 +285,22 @@ impl Targets {
     }
 
     fn connect(&self, dest: SocketAddr) -> std::io::Result<TcpStream> {
-        // The calling thread may be one that joined the jail's namespace: connect from ours.
-        nix::sched::setns(&self.host_ns, nix::sched::CloneFlags::CLONE_NEWNET)
-            .map_err(std::io::Error::from)?;
+        self.join_host()?;
         TcpStream::connect_timeout(&dest, self.connect_time)
+    }
+
+    /// Move the calling thread into the supervisor's network namespace (it may be one that
+    /// joined the jail's): real connects are made from there.
+    fn join_host(&self) -> std::io::Result<()> {
+        thread_local! {
+            /// Whether this thread has joined it (once is enough: nothing moves it back).
+            static JOINED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+        }
+        if !JOINED.get() {
+            nix::sched::setns(&self.host_ns, nix::sched::CloneFlags::CLONE_NEWNET)?;
+            JOINED.set(true);
+        }
+        Ok(())
     }
 
     /// Drop every connection still waiting for its accept.
