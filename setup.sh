@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything Warden's tests need on a fresh Debian or Ubuntu machine, as root, and
 # only what is missing (safe to run again): the system packages (a C compiler, Python with
-# venv, Node and npm, git, util-linux's unshare, e2fsprogs, iproute2), the official MCP
+# venv, Node and npm, git, util-linux's unshare, e2fsprogs, iproute2, nmap, ffuf and dirb's
+# word lists), arjun in a venv of its own for the recon profile, the official MCP
 # Python SDK in a virtual environment of its own (the system interpreter is left alone), the
 # public MCP servers the detonation tests run against, the small local model of full mode's
 # end-to-end test, and the MCP conformance suite and Inspector CLI.
@@ -20,6 +21,9 @@ command -v git >/dev/null || need+=(git)
 command -v unshare >/dev/null && command -v setpriv >/dev/null || need+=(util-linux)  # setpriv: the pod simulation
 [ -x /usr/sbin/mkfs.ext4 ] || [ -x /sbin/mkfs.ext4 ] || need+=(e2fsprogs)  # serve's disk quota
 command -v ip >/dev/null || need+=(iproute2)
+command -v nmap >/dev/null || need+=(nmap)    # the recon profile's port scanner
+command -v ffuf >/dev/null || need+=(ffuf)    # … and its content discovery
+[ -f /usr/share/dirb/wordlists/common.txt ] || need+=(dirb)  # word lists for ffuf_discover
 if [ ${#need[@]} -gt 0 ]; then
     apt-get update -qq
     apt-get install -y -qq "${need[@]}" >/dev/null
@@ -38,6 +42,13 @@ mkdir -p "$dest"
 # The Kubernetes schemas (kubernetes-validate) check deploy/kubernetes/ for two versions.
 "$dest/sdk/bin/python" -c 'import importlib.metadata as m; assert m.version("kubernetes-validate") == "1.37.0"' \
     2>/dev/null || "$dest/sdk/bin/pip" install --quiet --disable-pip-version-check 'kubernetes-validate==1.37.0'
+
+# arjun for the recon profile: 2.2.7 from PyPI in a venv of Warden's own (Debian's 2.2.1
+# reports every target as misbehaving).
+recon=/opt/warden/recon
+[ -x "$recon/bin/python" ] || /usr/bin/python3 -m venv "$recon"
+"$recon/bin/python" -c 'import importlib.metadata as m; assert m.version("arjun") == "2.2.7"' \
+    2>/dev/null || "$recon/bin/pip" install --quiet --disable-pip-version-check 'arjun==2.2.7'
 
 fixtures/real/install.sh
 fixtures/llm/install.sh

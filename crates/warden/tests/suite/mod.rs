@@ -11,6 +11,7 @@ mod limits;
 mod observe;
 mod projects;
 mod real_servers;
+mod recon;
 mod run_cli;
 mod runtimes;
 mod scan;

@@ -78,7 +78,7 @@ pub(super) fn job(args: Value, allowed: &Allowed, program: &Program) -> Result<J
         binds: Vec::new(),
         out_file: Some(REPORT),
         timeout_s: a.timeout_s,
-        parse: parse_report,
+        parse: |b| super::plain(parse_report(b)),
     })
 }
 

@@ -135,7 +135,7 @@ pub(super) fn job(
         }],
         out_file: Some(REPORT),
         timeout_s: a.timeout_s,
-        parse: parse_report,
+        parse: |b| super::plain(parse_report(b)),
     })
 }
 

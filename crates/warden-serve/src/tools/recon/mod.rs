@@ -84,6 +84,8 @@ fn result_schema(finding: &Value) -> Value {
             "exit_code": { "type": ["integer", "null"] },
             "duration_ms": { "type": "integer", "minimum": 0 },
             "findings": { "type": "array", "items": finding },
+            "summary": { "description": "nmap: the ports reported in bulk (`collapsed`: address, \
+                                          state, count, ports), not one by one." },
             "raw": { "type": "string" },
             "raw_truncated": { "type": "boolean" },
             "stderr": { "type": "string" },
@@ -123,7 +125,16 @@ pub(crate) struct Job {
     /// The file (in the output folder) the program writes its results to; `None`: stdout.
     out_file: Option<&'static str>,
     timeout_s: Option<f64>,
-    parse: fn(&[u8]) -> Option<Vec<Value>>,
+    parse: fn(&[u8]) -> Option<Parsed>,
+}
+
+/// What a program's output says: typed findings, and a tool-specific summary (nmap: the
+/// ports it reported in bulk rather than one by one), `null` when there is none.
+pub(crate) type Parsed = (Vec<Value>, Value);
+
+/// Findings with no summary.
+pub(crate) fn plain(findings: Option<Vec<Value>>) -> Option<Parsed> {
+    findings.map(|f| (f, Value::Null))
 }
 
 /// The sandbox policy of a recon call: the profile's limits, no workspace, the targets as the
@@ -209,7 +220,9 @@ fn read_capped(path: &Path) -> Vec<u8> {
 
 /// The `ScanResult` of a finished run.
 fn result(job: &Job, o: &Outcome, primary: &[u8], raw_max: u64) -> Value {
-    let findings = (job.parse)(primary);
+    let parsed = (job.parse)(primary);
+    let findings = parsed.as_ref().map(|(f, _)| f.clone());
+    let summary = parsed.map_or(Value::Null, |(_, s)| s);
     let conns = connections::summarize(&o.events, o.events_dropped);
     let timed_out = matches!(o.limit_hit, Some(warden_jail::LimitKind::WallTime));
     let attempted = conns["attempts"].as_array().is_some_and(|a| !a.is_empty());
@@ -258,6 +271,7 @@ fn result(job: &Job, o: &Outcome, primary: &[u8], raw_max: u64) -> Value {
         "exit_code": o.exit_code,
         "duration_ms": o.duration_ms,
         "findings": findings.unwrap_or_default(),
+        "summary": summary,
         "raw": raw,
         "raw_truncated": raw_truncated,
         "stderr": stderr,
@@ -295,6 +309,46 @@ pub(crate) fn url_property(description: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A toolbox with every program present (nuclei is installed nowhere here).
+    fn full() -> Toolbox {
+        let p = || {
+            Ok(toolbox::Program {
+                path: "/usr/bin/x".into(),
+                version: "1".into(),
+                binds: Vec::new(),
+            })
+        };
+        Toolbox {
+            targets: vec!["192.0.2.2".into()],
+            settings: crate::config::ReconFile::default(),
+            nmap: p(),
+            ffuf: p(),
+            arjun: p(),
+            nuclei: p(),
+            templates: Some("/t".into()),
+            wordlists: vec![("warden-small".into(), "/w".into())],
+        }
+    }
+
+    #[test]
+    fn every_input_is_closed_and_every_string_checked_nuclei_included() {
+        let t = full();
+        for name in crate::tools::RECON_TOOLS {
+            let s = spec(name, &t, 600.0).unwrap();
+            assert_eq!(s.input["additionalProperties"], false, "{name}");
+            for (prop, p) in s.input["properties"].as_object().unwrap() {
+                let item = if p["type"] == "array" { &p["items"] } else { p };
+                let checked = item.get("enum").is_some()
+                    || item.get("pattern").is_some()
+                    || matches!(item["type"].as_str(), Some("integer" | "number"));
+                assert!(checked, "{name}.{prop}: {p}");
+            }
+        }
+        let mut missing = full();
+        missing.nuclei = Err("not installed".into());
+        assert!(spec("nuclei_scan", &missing, 600.0).is_none());
+    }
 
     #[test]
     fn raw_output_is_cut_on_a_character_boundary_and_says_so() {

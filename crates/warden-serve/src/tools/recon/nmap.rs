@@ -123,7 +123,7 @@ pub(super) fn job(
         binds: Vec::new(),
         out_file: None,
         timeout_s: a.timeout_s,
-        parse: parse_xml,
+        parse: parse_with_summary,
     })
 }
 
@@ -133,8 +133,9 @@ fn child<'a, 'i>(n: roxmltree::Node<'a, 'i>, tag: &str) -> Option<roxmltree::Nod
         .find(|c| c.is_element() && c.tag_name().name() == tag)
 }
 
-/// The ports of nmap's XML report; `None` when it is not one (cut short, or not XML).
-pub(super) fn parse_xml(bytes: &[u8]) -> Option<Vec<Value>> {
+/// The ports of nmap's XML report, with the ports it reported in bulk (`<extraports>`: "1,022
+/// closed ports") as the summary; `None` when it is not a report (cut short, or not XML).
+fn parse_with_summary(bytes: &[u8]) -> Option<super::Parsed> {
     let text = std::str::from_utf8(bytes).ok()?;
     let opts = roxmltree::ParsingOptions {
         allow_dtd: true,
@@ -145,7 +146,7 @@ pub(super) fn parse_xml(bytes: &[u8]) -> Option<Vec<Value>> {
     if root.tag_name().name() != "nmaprun" {
         return None;
     }
-    let mut out = Vec::new();
+    let (mut out, mut bulk) = (Vec::new(), Vec::new());
     for host in root.children().filter(|n| n.has_tag_name("host")) {
         let address = host
             .children()
@@ -156,28 +157,54 @@ pub(super) fn parse_xml(bytes: &[u8]) -> Option<Vec<Value>> {
             continue;
         };
         for port in ports.children().filter(|n| n.has_tag_name("port")) {
-            let Some(number) = port.attribute("portid").and_then(|p| p.parse::<u16>().ok()) else {
-                continue;
-            };
-            let state = child(port, "state");
-            let service = child(port, "service");
-            let attr = |n: Option<roxmltree::Node<'_, '_>>, a: &str| {
-                n.and_then(|n| n.attribute(a)).map(str::to_owned)
-            };
-            out.push(json!({
+            if let Some(f) = finding(address, port) {
+                out.push(f);
+            }
+        }
+        for extra in ports.children().filter(|n| n.has_tag_name("extraports")) {
+            let listed: Vec<&str> = extra
+                .children()
+                .filter(|n| n.has_tag_name("extrareasons"))
+                .filter_map(|n| n.attribute("ports"))
+                .collect();
+            bulk.push(json!({
                 "address": address,
-                "port": number,
-                "protocol": port.attribute("protocol").unwrap_or("tcp"),
-                "state": attr(state, "state").unwrap_or_else(|| "unknown".into()),
-                "reason": attr(state, "reason"),
-                "service": attr(service, "name"),
-                "product": attr(service, "product"),
-                "version": attr(service, "version"),
-                "extrainfo": attr(service, "extrainfo"),
+                "state": extra.attribute("state").unwrap_or("unknown"),
+                "count": extra.attribute("count").and_then(|c| c.parse::<u64>().ok()),
+                "ports": (!listed.is_empty()).then(|| listed.join(",")),
             }));
         }
     }
-    Some(out)
+    Some((out, json!({ "collapsed": bulk })))
+}
+
+/// One `<port>` of `address`.
+fn finding(address: &str, port: roxmltree::Node<'_, '_>) -> Option<Value> {
+    let number = port
+        .attribute("portid")
+        .and_then(|p| p.parse::<u16>().ok())?;
+    let state = child(port, "state");
+    let service = child(port, "service");
+    let attr = |n: Option<roxmltree::Node<'_, '_>>, a: &str| {
+        n.and_then(|n| n.attribute(a)).map(str::to_owned)
+    };
+    Some(json!({
+        "address": address,
+        "port": number,
+        "protocol": port.attribute("protocol").unwrap_or("tcp"),
+        "state": attr(state, "state").unwrap_or_else(|| "unknown".into()),
+        "reason": attr(state, "reason"),
+        "service": attr(service, "name"),
+        "product": attr(service, "product"),
+        "version": attr(service, "version"),
+        "extrainfo": attr(service, "extrainfo"),
+    }))
+}
+
+/// The ports of nmap's XML report, one by one.
+#[cfg(test)]
+fn parse_xml(bytes: &[u8]) -> Option<Vec<Value>> {
+    parse_with_summary(bytes).map(|(f, _)| f)
 }
 
 #[cfg(test)]
@@ -190,6 +217,7 @@ mod tests {
 <host><status state="up" reason="user-set"/>
 <address addr="192.0.2.2" addrtype="ipv4"/>
 <ports>
+<extraports state="closed" count="3"><extrareasons reason="conn-refused" count="3" proto="tcp" ports="1-3"/></extraports>
 <port protocol="tcp" portid="22"><state state="closed" reason="conn-refused" reason_ttl="0"/><service name="ssh" method="table" conf="3"/></port>
 <port protocol="tcp" portid="2222"><state state="open" reason="syn-ack" reason_ttl="0"/><service name="ssh" product="OpenSSH" version="9.2p1 Debian 2+deb12u3" extrainfo="protocol 2.0" method="probed" conf="10"/></port>
 </ports></host>
@@ -206,6 +234,11 @@ mod tests {
         assert_eq!(f[1]["product"], "OpenSSH");
         assert_eq!(f[1]["version"], "9.2p1 Debian 2+deb12u3");
         assert_eq!(f[1]["address"], "192.0.2.2");
+        let (_, summary) = parse_with_summary(XML.as_bytes()).unwrap();
+        assert_eq!(
+            summary["collapsed"],
+            json!([{"address": "192.0.2.2", "state": "closed", "count": 3, "ports": "1-3"}])
+        );
     }
 
     #[test]

@@ -112,7 +112,7 @@ pub(super) fn job(
         }],
         out_file: None,
         timeout_s: a.timeout_s,
-        parse: parse_jsonl,
+        parse: |b| super::plain(parse_jsonl(b)),
     })
 }
 
