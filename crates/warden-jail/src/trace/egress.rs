@@ -125,7 +125,8 @@ pub struct Forwarder {
     hub: Arc<Hub>,
     stop: Arc<AtomicBool>,
     running: Mutex<Vec<std::thread::JoinHandle<()>>>,
-    sockets: Mutex<Vec<TcpStream>>,
+    sockets: Mutex<Vec<(u64, TcpStream)>>,
+    next_socket: AtomicU64,
 }
 
 impl Forwarder {
@@ -138,6 +139,7 @@ impl Forwarder {
             stop,
             running: Mutex::new(Vec::new()),
             sockets: Mutex::new(Vec::new()),
+            next_socket: AtomicU64::new(1),
         }
     }
 
@@ -185,21 +187,36 @@ impl Forwarder {
             self.record(dest, host, &[], 0, 0, Some(&why));
             return;
         }
-        self.keep(&inner);
+        let kept = self.keep(&inner);
         let me = self.clone();
         let spawned = std::thread::Builder::new()
             .name("warden-egress".into())
-            .spawn(move || work(&me, inner));
+            .spawn(move || {
+                work(&me, inner);
+                me.forget(kept);
+            });
         match spawned {
             Ok(t) => running.push(t),
             Err(e) => tracing::debug!(error = %e, "no forward thread"),
         }
     }
 
-    /// Keep a handle on `s` so [`Forwarder::join`] can shut it down.
-    fn keep(&self, s: &TcpStream) {
-        if let (Ok(mut list), Ok(c)) = (self.sockets.lock(), s.try_clone()) {
-            list.push(c);
+    /// Keep a handle on `s` so [`Forwarder::join`] can shut it down; its key for
+    /// [`Forwarder::forget`].
+    fn keep(&self, s: &TcpStream) -> Option<u64> {
+        let id = self.next_socket.fetch_add(1, Ordering::Relaxed);
+        let (Ok(mut list), Ok(c)) = (self.sockets.lock(), s.try_clone()) else {
+            return None;
+        };
+        list.push((id, c));
+        Some(id)
+    }
+
+    /// Let go of the handle kept as `id` (its forward is over: the descriptor is closed now,
+    /// not at the end of the run).
+    fn forget(&self, id: Option<u64>) {
+        if let (Some(id), Ok(mut list)) = (id, self.sockets.lock()) {
+            list.retain(|(k, _)| *k != id);
         }
     }
 
@@ -210,7 +227,7 @@ impl Forwarder {
             .lock()
             .map(|mut s| std::mem::take(&mut *s))
             .unwrap_or_default();
-        for s in sockets {
+        for (_, s) in sockets {
             let _ = s.shutdown(Shutdown::Both);
         }
         let all = self
@@ -317,10 +334,11 @@ impl Forwarder {
         host: Option<&str>,
         first: Vec<u8>,
     ) {
-        self.keep(&outer);
+        let kept = self.keep(&outer);
         let clock = Instant::now();
         let last = Arc::new(AtomicU64::new(0));
         let (Ok(inner2), Ok(outer2)) = (inner.try_clone(), outer.try_clone()) else {
+            self.forget(kept);
             return;
         };
         let (stop, last2) = (self.stop.clone(), last.clone());
@@ -331,6 +349,7 @@ impl Forwarder {
         let sent =
             first.len() as u64 + copy(inner, outer, &self.stop, &last, clock, Some(&mut rest));
         let received = back.map_or(0, |t| t.join().unwrap_or(0));
+        self.forget(kept);
         self.record(dest, host, &rest, sent, received, None);
     }
 

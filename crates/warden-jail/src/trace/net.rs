@@ -36,6 +36,8 @@ pub const MAX_CAPTURE: usize = 4096;
 const HOLD: Duration = Duration::from_millis(500);
 /// Capture listeners, at most (one per destination).
 const MAX_LISTENERS: usize = 256;
+/// Listeners for direct targets (one per open port met), at most.
+const MAX_TARGET_LISTENERS: usize = 2048;
 /// Connections held at once, at most (more are accepted and closed at once).
 const MAX_CONNECTIONS: usize = 64;
 /// How long a connect waits for its listener to be set up.
@@ -77,6 +79,9 @@ pub enum TargetAnswer {
     Now(Decision),
     /// Parked: the connector answers when the target does, and records the event.
     Deferred,
+    /// Not a stream socket (a UDP "connect" only sets a default destination): let it go on,
+    /// with no listener; its datagrams land in the capture network, never on a target.
+    NotStream,
 }
 
 /// The running capture network.
@@ -106,8 +111,11 @@ pub struct TargetList {
 /// the unspecified address, which behave as usual).
 pub fn captured(addr: &SocketAddr) -> bool {
     let ip = addr.ip();
+    // A v4-mapped 0.0.0.0 connects to loopback, as 0.0.0.0 does.
     let mapped_loopback = match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback()),
+        IpAddr::V6(v6) => v6
+            .to_ipv4_mapped()
+            .is_some_and(|v4| v4.is_loopback() || v4.is_unspecified()),
         IpAddr::V4(_) => false,
     };
     !(ip.is_loopback() || ip.is_unspecified() || mapped_loopback || addr.port() == 0)
@@ -151,6 +159,8 @@ impl Net {
         let targets = if targets.nets.is_empty() {
             None
         } else {
+            // Listeners, relays and parked connects each hold descriptors.
+            raise_open_files();
             Some(Arc::new(Targets::new(
                 targets.nets,
                 targets.connect_time,
@@ -255,7 +265,7 @@ impl Net {
             return None;
         }
         if sock.as_ref().is_some_and(|s| !super::park::is_stream(s)) {
-            return None;
+            return Some(TargetAnswer::NotStream);
         }
         if !targets.allows(dest.ip()) {
             return Some(TargetAnswer::Now(Decision::Fail(libc::EACCES)));
@@ -346,6 +356,16 @@ fn join_and_prepare(netns: &OwnedFd) -> Result<UdpSocket, String> {
     dns.set_nonblocking(true)
         .map_err(|e| format!("DNS stub: {e}"))?;
     Ok(dns)
+}
+
+/// Raise this process's soft limit on open files to its hard limit.
+fn raise_open_files() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE)
+        && soft < hard
+    {
+        let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
+    }
 }
 
 /// A non-blocking listener at `addr`. Free-bound: an IPv6 address is not local merely because
@@ -456,12 +476,28 @@ impl Serve {
 
     fn drain_requests(&mut self) {
         while let Ok((addr, ack)) = self.requests.try_recv() {
-            if !self.listeners.iter().any(|(a, _)| *a == addr)
-                && self.listeners.len() < MAX_LISTENERS
-            {
-                match capture_listener(addr) {
-                    Ok(l) => self.listeners.push((addr, l)),
-                    Err(e) => tracing::debug!(%addr, error = %e, "no capture listener"),
+            if !self.listeners.iter().any(|(a, _)| *a == addr) {
+                // A direct target's listeners have their own, larger bound, the oldest making
+                // way (it is made again by the next connect that needs it): the sink's bound
+                // must not turn an open port closed, nor can a program fill it to that end.
+                let target =
+                    |a: &SocketAddr| self.targets.as_ref().is_some_and(|t| t.allows(a.ip()));
+                let room = if target(&addr) {
+                    let held = self.listeners.iter().filter(|(a, _)| target(a)).count();
+                    if held >= MAX_TARGET_LISTENERS
+                        && let Some(old) = self.listeners.iter().position(|(a, _)| target(a))
+                    {
+                        self.listeners.remove(old);
+                    }
+                    true
+                } else {
+                    self.listeners.iter().filter(|(a, _)| !target(a)).count() < MAX_LISTENERS
+                };
+                if room {
+                    match capture_listener(addr) {
+                        Ok(l) => self.listeners.push((addr, l)),
+                        Err(e) => tracing::debug!(%addr, error = %e, "no capture listener"),
+                    }
                 }
             }
             let _ = ack.send(());
@@ -499,9 +535,6 @@ impl Serve {
         };
         let dest = *dest;
         while let Ok((stream, _)) = l.accept() {
-            if self.conns.len() >= MAX_CONNECTIONS || stream.set_nonblocking(true).is_err() {
-                continue; // dropped: closed at once
-            }
             let dest = stream.local_addr().unwrap_or(dest);
             // A direct target is checked again on the address really connected to.
             if let (Some(f), Some(t)) = (&self.forwarder, &self.targets)
@@ -512,6 +545,10 @@ impl Serve {
                     f.start_target(stream, dest, t.clone());
                 }
                 continue;
+            }
+            // Only the sink's connections count against its cap.
+            if self.conns.len() >= MAX_CONNECTIONS || stream.set_nonblocking(true).is_err() {
+                continue; // dropped: closed at once
             }
             if let (Some(f), Some(host)) = (&self.forwarder, self.allowed_host(dest)) {
                 if stream.set_nonblocking(false).is_ok() {

@@ -391,10 +391,15 @@ enum Reply {
     Parked,
 }
 
-/// A duplicate of descriptor `fd` of process `tgid` (a stopped connect's socket).
-fn program_socket(tgid: i32, fd: i32) -> Option<OwnedFd> {
+/// A duplicate of the socket of `n`, a stopped connect of process `tgid`: the process is
+/// pinned (pidfd) before the notification is checked to be still pending, so the pid cannot
+/// have been reused by then.
+fn program_socket(listener: &OwnedFd, n: &sys::Notification, tgid: i32) -> Option<OwnedFd> {
     let pidfd = sys::pidfd_open(nix::unistd::Pid::from_raw(tgid)).ok()?;
-    sys::pidfd_getfd(pidfd.as_fd(), fd).ok()
+    if !sys::notif_id_valid(listener.as_fd(), n.id) {
+        return None;
+    }
+    sys::pidfd_getfd(pidfd.as_fd(), low_i32(n.args[0])).ok()
 }
 
 /// Writable mounts of the jail, by their path inside, held open.
@@ -579,10 +584,11 @@ impl Tracer {
         {
             // The program's socket itself, when its address is one the targets may concern.
             let sock = (net.has_targets() && super::net::captured(&addr))
-                .then(|| program_socket(tgid, low_i32(n.args[0])))
+                .then(|| program_socket(&self.listener, n, tgid))
                 .flatten();
             match net.decide_target(addr, sock, process, data) {
                 Some(TargetAnswer::Deferred) => reply = Reply::Parked,
+                Some(TargetAnswer::NotStream) => {}
                 Some(TargetAnswer::Now(d)) => {
                     data["target"] = json!(d.state());
                     if let Decision::Fail(errno) = d {

@@ -14,9 +14,8 @@
 //!   is reconnected to it (loopback: it completes at once, and is relayed like any target);
 //! - refused late, unreachable, or no answer at all: it stays parked, in progress, as a
 //!   connect to a filtered port stays (until the program gives up, or the kernel's SYN
-//!   retries run out: `ETIMEDOUT`). A late refusal is not passed on: reconnecting a socket
-//!   goes through a moment in which it reads as connected, and a closed port must never read
-//!   as open. The event says what the target answered (`late_answer`).
+//!   retries run out: `ETIMEDOUT`). A late refusal is not passed on (see `Run::late`); the
+//!   event says what the target answered (`late_answer`).
 //!
 //! Guarantees: the program's socket is only ever connected by us to a parking spot or to the
 //! destination that was checked against the list, and the relay checks the accepted side again
@@ -305,9 +304,11 @@ impl Run {
     }
 
     /// The target answered a parked connect. Open: the program's socket is reconnected to a
-    /// capture listener at the destination (it completes at once, and is relayed). Anything
-    /// else stays parked, as no answer: reconnecting a socket passes through a moment in which
-    /// it reads as connected, and a refusal must never read as open.
+    /// capture listener at the destination (it completes at once, and is relayed); between the
+    /// disconnect and the reconnect, a program that reads the socket's error sees a reset, so
+    /// an open port answered only after its hold can read as reset (never as closed or open
+    /// wrongly). Anything else stays parked, as no answer: a refusal passed on through that
+    /// moment could be read as the disconnect's reset.
     fn late(&self, job: Job) {
         let Job {
             dest,

@@ -67,15 +67,29 @@ pub fn parse_target(entry: &str) -> Result<IpNet, String> {
 }
 
 /// Whether `ip` is on the list `nets`; `own` are the host's own addresses, covered only by an
-/// entry that names exactly that address.
+/// entry that names exactly that address. Loopback, unspecified (`0.0.0.0` reaches loopback),
+/// `0.0.0.0/8`, multicast and broadcast addresses are never covered, whatever the list says.
 pub fn covered(nets: &[IpNet], ip: IpAddr, own: &[IpAddr]) -> bool {
     let ip = match ip {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
         v4 => v4,
     };
+    // Never loopback (0.0.0.0 and its mapped form connect there too), multicast or broadcast.
+    let special = match ip {
+        IpAddr::V4(v4) => {
+            v4.is_loopback()
+                || v4.is_unspecified()
+                || v4.is_multicast()
+                || v4.is_broadcast()
+                || v4.octets()[0] == 0
+        }
+        IpAddr::V6(v6) => v6.is_loopback() || v6.is_unspecified() || v6.is_multicast(),
+    };
     let single = |n: &IpNet| n.prefix_len() == n.max_prefix_len();
-    nets.iter()
-        .any(|n| n.contains(&ip) && (single(n) || !own.contains(&ip)))
+    !special
+        && nets
+            .iter()
+            .any(|n| n.contains(&ip) && (single(n) || !own.contains(&ip)))
 }
 
 /// What the program's connect is answered with.

@@ -525,3 +525,26 @@ fn states(xml: &str) -> Vec<(u32, String)> {
         })
         .collect()
 }
+
+#[test]
+pub fn many_short_connections_to_a_target_leave_no_descriptor_behind() {
+    // Regression: each relay's two sockets were kept until the run ended, so a program that
+    // opened and closed connections in a loop ran the supervisor out of descriptors, after
+    // which every port read as unreachable. With 256 descriptors, 400 connections need them
+    // released as each one ends.
+    let script = format!(
+        "prlimit --nofile=256:256 {} run --nofile 200 --trace /dev/null --target {V4} -- python3 -c '{}'",
+        the_binary(),
+        "import socket\n\
+         ok = 0\n\
+         for i in range(400):\n\
+         \x20   s = socket.create_connection((\"192.0.2.2\", 2222), 5)\n\
+         \x20   ok += s.recv(64).startswith(b\"SSH-2.0\")\n\
+         \x20   s.close()\n\
+         print(\"banners\", ok)"
+    );
+    let out = in_lab(&script, &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(stdout.contains("banners 400"), "{stdout}");
+}

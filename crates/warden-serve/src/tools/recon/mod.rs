@@ -164,6 +164,8 @@ fn policy(cx: &CallContext, job: &Job, program: &toolbox::Program, out: &Path) -
     let ms = ms as u64;
     p.limits.wall_time_ms = ms;
     p.limits.cpu_time_ms = p.limits.cpu_time_ms.min(ms.max(1000));
+    // The output folder is the server's disk: no file there needs more than what is read back.
+    p.limits.file_size_bytes = p.limits.file_size_bytes.min(4 * MAX_OUTPUT_FILE);
     p
 }
 
@@ -176,7 +178,7 @@ async fn run(job: Job, program: &toolbox::Program, cx: &CallContext) -> Result<V
     let policy = policy(cx, &job, program, &out);
     let outcome = super::exec::jailed(cx, policy, job.argv.clone(), Vec::new()).await;
     let file = job.out_file.map(|f| read_capped(&out.join(f)));
-    let _ = std::fs::remove_dir_all(&out);
+    remove_tree(&out);
     let o = outcome?;
     let primary = match file {
         Some(bytes) => bytes,
@@ -196,6 +198,26 @@ fn make_out_dir(dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::create_dir(dir)?;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777))
+}
+
+/// Remove a call's output folder, whatever modes the program left on what it made there (a
+/// server that is not root would otherwise be stopped by a folder the program made
+/// read-only).
+fn remove_tree(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    if std::fs::remove_dir_all(dir).is_ok() {
+        return;
+    }
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        let _ = std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700));
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                todo.push(e.path());
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// A program's output file, at most [`MAX_OUTPUT_FILE`] bytes (missing: empty). Opened
@@ -348,6 +370,30 @@ mod tests {
         let mut missing = full();
         missing.nuclei = Err("not installed".into());
         assert!(spec("nuclei_scan", &missing, 600.0).is_none());
+    }
+
+    #[test]
+    fn nuclei_refuses_a_second_target_smuggled_after_a_comma() {
+        let t = full();
+        let allowed = target::Allowed::new(&t.targets);
+        let program = t.nuclei.clone().unwrap();
+        let args = |url: &str| serde_json::json!({ "url": url, "tags": ["cve", "tech"] });
+        let err = nuclei::job(
+            args("http://192.0.2.2/?a=,http://10.9.9.9/"),
+            &allowed,
+            &t,
+            &program,
+        )
+        .err()
+        .unwrap();
+        assert_eq!(err.kind(), "invalid_arguments");
+        let job = nuclei::job(args("http://192.0.2.2/?a=%2C"), &allowed, &t, &program).unwrap();
+        let argv = job.argv.join(" ");
+        assert!(
+            argv.contains("-tags cve,tech -etags intrusive,dos,fuzz"),
+            "{argv}"
+        );
+        assert!(argv.contains("-u http://192.0.2.2/?a=%2C "), "{argv}");
     }
 
     #[test]

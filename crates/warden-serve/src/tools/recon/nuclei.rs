@@ -1,7 +1,9 @@
 //! `nuclei_scan`: template scanning with nuclei, offered only when the operator installed a
 //! `nuclei` binary and its templates (no package here ships either). Tags come from a closed
-//! list of non-intrusive ones; interactsh (out-of-band callbacks to a public server) and
-//! update checks are off; results are nuclei's JSON lines on stdout.
+//! list, and templates tagged intrusive, dos or fuzz are excluded (`cve` templates still send
+//! the probes that detect each flaw: aim it only at what you may test); interactsh
+//! (out-of-band callbacks to a public server) and update checks are off; results are nuclei's
+//! JSON lines on stdout. A URL with a comma is refused: nuclei would read it as two targets.
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -73,6 +75,14 @@ pub(super) fn job(
 ) -> Result<Job, ToolError> {
     let a: Args = parse(args)?;
     let (url, ip) = allowed.url(&a.url, false)?;
+    // nuclei splits `-u` at commas: a second URL would escape the check above.
+    if url.contains(',') {
+        return Err(ToolError::InvalidArguments(vec![crate::tools::ArgError {
+            instance_path: "/url".into(),
+            schema_path: String::new(),
+            message: "nuclei takes a comma as a list of targets: write it %2C".into(),
+        }]));
+    }
     let templates = toolbox
         .templates
         .clone()
@@ -90,6 +100,8 @@ pub(super) fn job(
         TEMPLATES_MOUNT.into(),
         "-tags".into(),
         tags.join(","),
+        "-etags".into(),
+        "intrusive,dos,fuzz".into(),
         "-jsonl".into(),
         "-silent".into(),
         "-no-color".into(),
