@@ -3,7 +3,9 @@
 # a network namespace of this script's own, nothing routed anywhere else), side by side in one
 # run: direct, through `warden run --target` (the sandbox and its relaying network), and as an
 # `nmap_scan` call through `warden serve --profile recon` (the official MCP Python SDK). Prints
-# medians and the ratios to direct (target: <= 1.2x). Needs ./setup.sh (nmap, the SDK venv).
+# medians and the ratios to direct (target: <= 1.2x). Then the same with the target's answers
+# slowed (LAB_SLOW=1: a 1 Mbit/s token bucket on its side), where connects are still in
+# progress when they return and the jail parks them. Needs ./setup.sh (nmap, the SDK venv).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-20}
@@ -12,7 +14,8 @@ command -v hyperfine >/dev/null || { apt-get update -qq && apt-get install -y -q
 cargo build --release -q
 export W=$PWD/target/release/warden RUNS PORTS
 export PY=${WARDEN_REAL_SERVERS:-/opt/warden-real-servers}/sdk/bin/python
-exec unshare --net --mount fixtures/recon/lab.sh bash -c '
+for slow in 0 1; do
+LAB_SLOW=$slow unshare --net --mount fixtures/recon/lab.sh bash -c '
 set -euo pipefail
 out=$(mktemp -d)
 trap "rm -rf $out" EXIT
@@ -51,8 +54,10 @@ res = {r["command"]: statistics.median(r["times"]) * 1000 for r in json.load(ope
 mcp = json.load(open(f"{out}/mcp.json"))
 res["nmap_scan (MCP)"] = mcp["median"] * 1000
 base = res["direct"]
-print(f"nmap -sT -p $PORTS on the lab target, median of $RUNS (open ports seen over MCP: {mcp['"'"'open'"'"']})")
+slow = " (answers slowed)" if "$LAB_SLOW" == "1" else ""
+print(f"nmap -sT -p $PORTS on the lab target{slow}, median of $RUNS (open ports seen over MCP: {mcp['"'"'open'"'"']})")
 for name, ms in res.items():
     print(f"{name:<16} {ms:8.1f} ms  x{ms / base:.2f}")
 PY
 '
+done

@@ -123,6 +123,76 @@ pub fn disconnect(sock: BorrowedFd<'_>) -> Result<(), Errno> {
     unit_result(unsafe { libc::connect(sock.as_raw_fd(), &raw const unspec, len) }.into())
 }
 
+/// An integer socket option.
+fn set_int_opt(sock: BorrowedFd<'_>, level: i32, name: i32, value: i32) -> Result<(), Errno> {
+    let len = libc::socklen_t::try_from(std::mem::size_of::<i32>()).unwrap_or(4);
+    // SAFETY: `value` is a valid i32 of `len` bytes that outlives the call; the kernel only
+    // reads it.
+    unit_result(
+        unsafe {
+            libc::setsockopt(
+                sock.as_raw_fd(),
+                level,
+                name,
+                (&raw const value).cast(),
+                len,
+            )
+        }
+        .into(),
+    )
+}
+
+/// The next sequence number a TCP socket sends (for a socket still connecting: its initial
+/// sequence number plus one, what an answer to its SYN acknowledges), read in repair mode
+/// (`TCP_REPAIR`, which needs `CAP_NET_ADMIN` over the socket's network namespace) and left
+/// again at once.
+pub fn tcp_send_seq(sock: BorrowedFd<'_>) -> Result<u32, Errno> {
+    const TCP_SEND_QUEUE: i32 = 2;
+    set_int_opt(sock, libc::IPPROTO_TCP, libc::TCP_REPAIR, 1)?;
+    let read = set_int_opt(
+        sock,
+        libc::IPPROTO_TCP,
+        libc::TCP_REPAIR_QUEUE,
+        TCP_SEND_QUEUE,
+    )
+    .and_then(|()| {
+        let mut seq: u32 = 0;
+        let mut len = libc::socklen_t::try_from(std::mem::size_of::<u32>()).unwrap_or(4);
+        // SAFETY: `seq` and `len` are valid for writes of their sizes and outlive the call.
+        let ret = unsafe {
+            libc::getsockopt(
+                sock.as_raw_fd(),
+                libc::IPPROTO_TCP,
+                libc::TCP_QUEUE_SEQ,
+                (&raw mut seq).cast(),
+                &raw mut len,
+            )
+        };
+        unit_result(ret.into()).map(|()| seq)
+    });
+    let off = set_int_opt(sock, libc::IPPROTO_TCP, libc::TCP_REPAIR, 0);
+    let seq = read?;
+    off.map(|()| seq)
+}
+
+/// A TCP socket's state (`TCP_INFO`'s first byte: 2 is connecting, 7 closed).
+pub fn tcp_state(sock: BorrowedFd<'_>) -> Option<u8> {
+    let mut info = [0u8; 8];
+    let mut len = libc::socklen_t::try_from(info.len()).unwrap_or(8);
+    // SAFETY: `info` and `len` are valid for writes of their sizes; the kernel writes at most
+    // `len` bytes.
+    let ret = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            info.as_mut_ptr().cast(),
+            &raw mut len,
+        )
+    };
+    (ret == 0 && len > 0).then_some(info[0])
+}
+
 /// `openat2(2)` relative to `dir` (or the working directory) with `resolve` flags.
 pub fn openat2(
     dir: Option<BorrowedFd<'_>>,

@@ -25,6 +25,7 @@ mod netlink;
 pub mod notify;
 pub mod park;
 pub mod prepare;
+pub mod refuse;
 pub mod targets;
 
 use std::io::Write;

@@ -94,7 +94,7 @@ pub struct Net {
     egress: Vec<String>,
     forwarder: Option<Arc<Forwarder>>,
     targets: Option<Arc<Targets>>,
-    parking: Option<Parking>,
+    parking: Option<Arc<Parking>>,
     connector: Option<Connector>,
 }
 
@@ -201,15 +201,16 @@ impl Net {
             .map_err(|e| format!("thread: {e}"))?;
         match ready_rx.recv() {
             Ok(Ok(parking)) => {
+                let parking = parking.map(Arc::new);
                 let listeners = Arc::new(Listeners {
                     requests: Mutex::new(tx),
                     wake: wake_w,
                 });
                 let connector = match (&targets, &parking) {
-                    (Some(t), Some(_)) => {
+                    (Some(t), Some(p)) => {
                         let l = listeners.clone();
                         let ensure: super::park::Ensure = Arc::new(move |a| l.ensure(a));
-                        Connector::start(t.clone(), hub.clone(), ensure, stop.clone())
+                        Connector::start(t.clone(), p.clone(), hub.clone(), ensure, stop.clone())
                             .map_err(|e| tracing::debug!(error = %e, "no connector"))
                             .ok()
                     }
@@ -283,7 +284,11 @@ impl Net {
             }
             _ => None,
         };
+        // Where a late refusal can be passed on, nothing is held: every answer is given when
+        // it comes, and the program's connects overlap as they would outside.
+        let refusable = self.parking.as_ref().is_some_and(|p| p.can_refuse(&dest));
         let wait = match parkable {
+            Some(_) if refusable => Duration::ZERO,
             Some(_) => targets.hold_for(dest.ip()),
             None => targets.connect_time(),
         };
@@ -291,7 +296,9 @@ impl Net {
             Ok(d) => return Some(TargetAnswer::Now(self.opened(d, dest))),
             Err(f) => f,
         };
-        targets.unanswered(dest.ip());
+        if !wait.is_zero() {
+            targets.unanswered(dest.ip());
+        }
         let (Some(s), Some(spot), Some(c)) = (sock, parkable, &self.connector) else {
             return Some(TargetAnswer::Now(Decision::Fail(libc::ETIMEDOUT)));
         };

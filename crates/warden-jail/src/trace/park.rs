@@ -39,6 +39,7 @@ use serde_json::Value;
 use warden_events::EventKind;
 
 use super::Hub;
+use super::refuse::Refuser;
 use super::targets::{Decision, InFlight, Targets};
 
 /// Connects in flight at once, at most.
@@ -56,6 +57,7 @@ pub struct Parking {
     v4: bool,
     v6: bool,
     _held: Vec<OwnedFd>,
+    refuser: Option<Refuser>,
 }
 
 impl Parking {
@@ -79,6 +81,21 @@ impl Parking {
             v4,
             v6,
             _held: held,
+            refuser: Refuser::open(),
+        }
+    }
+
+    /// Whether a parked connect to `dest` can be refused (see [`super::refuse`]): then
+    /// connects to it are parked at once, none held.
+    pub fn can_refuse(&self, dest: &SocketAddr) -> bool {
+        self.park_for(dest).is_some() && self.refuser.as_ref().is_some_and(|r| r.covers(dest))
+    }
+
+    /// Refuse `sock`, parked for `dest`: true when it now fails with `ECONNREFUSED`.
+    fn refuse(&self, sock: &OwnedFd, dest: &SocketAddr) -> bool {
+        match (&self.refuser, self.park_for(dest)) {
+            (Some(r), Some(spot)) => r.refuse(sock, spot),
+            _ => false,
         }
     }
 
@@ -189,6 +206,7 @@ impl Connector {
     /// Start the thread (from the supervisor's network namespace: it connects from there).
     pub fn start(
         targets: Arc<Targets>,
+        parking: Arc<Parking>,
         hub: Arc<Hub>,
         ensure: Ensure,
         stop: Arc<AtomicBool>,
@@ -199,6 +217,7 @@ impl Connector {
         let in_flight = Arc::new(AtomicUsize::new(0));
         let run = Run {
             targets,
+            parking,
             hub,
             ensure,
             stop: stop.clone(),
@@ -245,6 +264,7 @@ impl Connector {
 
 struct Run {
     targets: Arc<Targets>,
+    parking: Arc<Parking>,
     hub: Arc<Hub>,
     ensure: Ensure,
     stop: Arc<AtomicBool>,
@@ -304,11 +324,11 @@ impl Run {
     }
 
     /// The target answered a parked connect. Open: the program's socket is reconnected to a
-    /// capture listener at the destination (it completes at once, and is relayed); between the
-    /// disconnect and the reconnect, a program that reads the socket's error sees a reset, so
-    /// an open port answered only after its hold can read as reset (never as closed or open
-    /// wrongly). Anything else stays parked, as no answer: a refusal passed on through that
-    /// moment could be read as the disconnect's reset.
+    /// capture listener at the destination (it completes at once, and is relayed; between the
+    /// disconnect and the reconnect the socket is momentarily unconnected, which a program
+    /// reads as connected or, at worst, reset — never as closed). Refused: the parking spot
+    /// refuses it ([`super::refuse`]), atomically. Anything else, or a refusal that cannot be
+    /// written, stays parked, as no answer.
     fn late(&self, job: Job) {
         let Job {
             dest,
@@ -324,6 +344,9 @@ impl Run {
                 let _ = crate::sys::disconnect(sock.as_fd());
                 let _ = connect(sock.as_raw_fd(), &SockaddrStorage::from(dest));
                 self.record(pid, data, "open", 0, None);
+            }
+            Decision::Fail(libc::ECONNREFUSED) if self.parking.refuse(&sock, &dest) => {
+                self.record(pid, data, "closed", libc::ECONNREFUSED, None);
             }
             Decision::Fail(errno) => {
                 let answer = Decision::Fail(errno).state();
