@@ -518,17 +518,41 @@ pub fn answers_that_come_late_are_passed_on_exactly_refusals_included() {
     assert_eq!(deferred("filtered"), 0);
 }
 
+#[test]
+pub fn in_a_container_with_a_masked_proc_the_direct_target_network_is_the_same() {
+    let masked = fixtures().join("containers/masked-proc.sh");
+    let scans = [
+        ("192.0.2.0/24", format!("-p 1-200,2222,8080 {V4}")),
+        ("192.0.2.0/24", "-p 20-25 192.0.2.9".to_owned()),
+    ];
+    let (_, events) =
+        direct_and_jailed_in(&scans, &[("LAB_SLOW", "1")], &masked.display().to_string());
+    assert!(
+        events.iter().any(|e| e["data"]["deferred"] == true),
+        "parked connects"
+    );
+}
+
 /// Run each of `scans` (the target list, nmap's arguments) directly and through `warden run
 /// --target` in one lab (with `env`), assert the port states are the same, and return the
 /// reports (direct, jailed, …) and the jailed runs' events.
 fn direct_and_jailed(scans: &[(&str, String)], env: &[(&str, &str)]) -> (Vec<String>, Vec<Value>) {
+    direct_and_jailed_in(scans, env, "")
+}
+
+/// [`direct_and_jailed`] with `warden` started through `wrapper` (a container's conditions).
+fn direct_and_jailed_in(
+    scans: &[(&str, String)],
+    env: &[(&str, &str)],
+    wrapper: &str,
+) -> (Vec<String>, Vec<Value>) {
     let dir = tempfile::tempdir().unwrap();
     let mut script = String::new();
     for (i, (targets, scan)) in scans.iter().enumerate() {
         let nmap = format!("nmap -Pn -n -sT -oX - {scan}");
         let trace = dir.path().join(format!("{i}.jsonl"));
         script.push_str(&format!(
-            "echo '=== direct'; {nmap}; echo '=== jail'; {} run --trace {} --target {targets} -- {nmap}; ",
+            "echo '=== direct'; {nmap}; echo '=== jail'; {wrapper} {} run --trace {} --target {targets} -- {nmap}; ",
             the_binary(),
             trace.display()
         ));
