@@ -25,7 +25,7 @@ use warden_trace::{DnsMode, Stub};
 
 use super::Hub;
 use super::egress::Forwarder;
-use super::park::{Connector, Job, Parking};
+use super::park::{Connector, Job, Parking, Waiting};
 use super::targets::{Decision, Started, Targets};
 
 /// Where the stub listens (the jail's resolv.conf names it).
@@ -79,6 +79,9 @@ pub enum TargetAnswer {
     Now(Decision),
     /// Parked: the connector answers when the target does, and records the event.
     Deferred,
+    /// Held: the syscall stays stopped; the connector replies to its notification when the
+    /// target answers, and records the event.
+    Held,
     /// Not a stream socket (a UDP "connect" only sets a default destination): let it go on,
     /// with no listener; its datagrams land in the capture network, never on a target.
     NotStream,
@@ -258,6 +261,7 @@ impl Net {
         &self,
         dest: SocketAddr,
         sock: Option<OwnedFd>,
+        notif: Option<(&Arc<OwnedFd>, u64)>,
         pid: Option<i32>,
         event: &serde_json::Value,
     ) -> Option<TargetAnswer> {
@@ -275,22 +279,21 @@ impl Net {
             Started::Done(d) => return Some(TargetAnswer::Now(self.opened(d, dest))),
             Started::Pending(f) => f,
         };
-        // A non-blocking connect is held briefly, then parked; a blocking one for the whole
-        // connect time, as the kernel would hold it.
+        // A non-blocking connect the target has not answered yet is parked; a blocking one is
+        // held, its reply given by the connector. Where a late refusal cannot be passed on to
+        // a parked socket, it is held briefly first, so most answers come before parking.
         let spot = self.parking.as_ref().and_then(|p| p.park_for(&dest));
-        let parkable = match (&sock, &self.connector, spot) {
-            (Some(s), Some(c), Some(spot)) if c.has_room() && super::park::deferrable(s) => {
-                Some(spot)
-            }
+        let room = self.connector.as_ref().filter(|c| c.has_room());
+        let parkable = match (&sock, room, spot) {
+            (Some(s), Some(_), Some(spot)) if super::park::deferrable(s) => Some(spot),
             _ => None,
         };
-        // Where a late refusal can be passed on, nothing is held: every answer is given when
-        // it comes, and the program's connects overlap as they would outside.
         let refusable = self.parking.as_ref().is_some_and(|p| p.can_refuse(&dest));
-        let wait = match parkable {
-            Some(_) if refusable => Duration::ZERO,
-            Some(_) => targets.hold_for(dest.ip()),
-            None => targets.connect_time(),
+        let wait = match (parkable, room) {
+            (Some(_), _) if refusable => Duration::ZERO,
+            (Some(_), _) => targets.hold_for(dest.ip()),
+            (None, Some(_)) if notif.is_some() => Duration::ZERO,
+            _ => targets.connect_time(),
         };
         let in_flight = match targets.wait(dest, started, wait) {
             Ok(d) => return Some(TargetAnswer::Now(self.opened(d, dest))),
@@ -299,22 +302,33 @@ impl Net {
         if !wait.is_zero() {
             targets.unanswered(dest.ip());
         }
-        let (Some(s), Some(spot), Some(c)) = (sock, parkable, &self.connector) else {
-            return Some(TargetAnswer::Now(Decision::Fail(libc::ETIMEDOUT)));
+        let deadline = in_flight.begun + targets.connect_time();
+        let waiting = match (parkable, sock, room, notif) {
+            (Some(spot), Some(s), Some(_), _) => match super::park::park(&s, spot) {
+                Ok(()) => Waiting::Parked(s),
+                Err(e) => return Some(TargetAnswer::Now(Decision::Fail(e as i32))),
+            },
+            (None, _, Some(_), Some((listener, id))) => Waiting::Held {
+                listener: listener.clone(),
+                id,
+            },
+            _ => return Some(TargetAnswer::Now(Decision::Fail(libc::ETIMEDOUT))),
         };
-        Some(match super::park::park(&s, spot) {
-            Ok(()) => {
-                c.submit(Job {
-                    dest,
-                    sock: s,
-                    pid,
-                    data: event.clone(),
-                    deadline: in_flight.begun + targets.connect_time(),
-                    real: in_flight,
-                });
-                TargetAnswer::Deferred
-            }
-            Err(e) => TargetAnswer::Now(Decision::Fail(e as i32)),
+        let held = matches!(waiting, Waiting::Held { .. });
+        if let Some(c) = room {
+            c.submit(Job {
+                dest,
+                waiting,
+                pid,
+                data: event.clone(),
+                deadline,
+                real: in_flight,
+            });
+        }
+        Some(if held {
+            TargetAnswer::Held
+        } else {
+            TargetAnswer::Deferred
         })
     }
 

@@ -39,6 +39,8 @@ const MAX_SCAN: u64 = 1 << 20;
 /// Decodes and answers notifications.
 pub struct Tracer {
     listener: OwnedFd,
+    /// A duplicate of the listener for the replies the connector gives (held connects).
+    responder: Option<Arc<OwnedFd>>,
     hub: Arc<Hub>,
     net: Option<Arc<Net>>,
     /// Per task (supervisor pid): its memory, opened once, its pid inside the jail and its
@@ -389,6 +391,8 @@ enum Reply {
     Fail(i32),
     /// A connect parked for a direct target: `EINPROGRESS` now, the event when it is answered.
     Parked,
+    /// A blocking connect to a direct target: the connector replies, and records the event.
+    Held,
 }
 
 /// A duplicate of the socket of `n`, a stopped connect of process `tgid`: the process is
@@ -445,8 +449,10 @@ impl Tracer {
         if let Err(e) = sys::notif_sync_wakeup(listener.as_fd()) {
             tracing::debug!(error = %e, "no synchronous wake-up for seccomp notifications");
         }
+        let responder = listener.try_clone().ok().map(Arc::new);
         Tracer {
             listener,
+            responder,
             hub,
             net,
             tasks: HashMap::new(),
@@ -549,8 +555,8 @@ impl Tracer {
         };
         let mut data = data;
         let reply = self.before_continue(kind, &mut data, pid, tgid, process, &n);
-        // A parked connect's event is recorded when the target answers.
-        if reply != Reply::Parked {
+        // A parked or held connect's event is recorded when the target answers.
+        if !matches!(reply, Reply::Parked | Reply::Held) {
             // Recorded while the task is still stopped: whatever it does next (and whatever the
             // caller does once it sees that) comes after this event, in its window.
             self.record(kind, data, process, tgid, &n);
@@ -559,6 +565,8 @@ impl Tracer {
             Reply::Continue => sys::notif_continue(self.listener.as_fd(), n.id),
             Reply::Fail(errno) => sys::notif_fail(self.listener.as_fd(), n.id, errno),
             Reply::Parked => sys::notif_fail(self.listener.as_fd(), n.id, libc::EINPROGRESS),
+            // The connector replies when the target answers.
+            Reply::Held => Ok(()),
         };
     }
 
@@ -586,8 +594,10 @@ impl Tracer {
             let sock = (net.has_targets() && super::net::captured(&addr))
                 .then(|| program_socket(&self.listener, n, tgid))
                 .flatten();
-            match net.decide_target(addr, sock, process, data) {
+            let notif = self.responder.as_ref().map(|r| (r, n.id));
+            match net.decide_target(addr, sock, notif, process, data) {
                 Some(TargetAnswer::Deferred) => reply = Reply::Parked,
+                Some(TargetAnswer::Held) => reply = Reply::Held,
                 Some(TargetAnswer::NotStream) => {}
                 Some(TargetAnswer::Now(d)) => {
                     data["target"] = json!(d.state());

@@ -17,11 +17,16 @@
 //!   retries run out: `ETIMEDOUT`). A late refusal is not passed on (see `Run::late`); the
 //!   event says what the target answered (`late_answer`).
 //!
+//! A blocking connect is *held* instead: its syscall stays stopped and the connector gives the
+//! seccomp reply when the target answers (or `ETIMEDOUT` at the connect time), so the tracer
+//! never waits on a target and the jail's other syscalls go on meanwhile.
+//!
 //! Guarantees: the program's socket is only ever connected by us to a parking spot or to the
 //! destination that was checked against the list, and the relay checks the accepted side again
-//! (see [`super::targets`]); connects in flight are bounded (past the bound, connects are held
-//! for the whole connect time instead); every parked connect ends with exactly one
-//! `net.connect` event giving the state the program was given; the thread ends with the run.
+//! (see [`super::targets`]); connects in flight are bounded (past the bound, the tracer waits
+//! for the answer itself); every deferred connect ends with exactly one `net.connect` event
+//! giving the state the program was given, and no held connect outlives the run unanswered;
+//! the thread ends with the run.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -165,13 +170,28 @@ pub fn is_stream(sock: &OwnedFd) -> bool {
     getsockopt(sock, sockopt::SockType).is_ok_and(|t| t == SockType::Stream)
 }
 
-/// A parked connect waiting for the real answer.
+/// How the program waits for a connect's answer.
+#[derive(Debug)]
+pub enum Waiting {
+    /// Its non-blocking socket (a duplicate) is parked.
+    Parked(OwnedFd),
+    /// Its blocking connect is still stopped: the answer is the seccomp notification's reply
+    /// (on `listener`, for notification `id`), given when the target answers.
+    Held {
+        /// The seccomp listener (shared with the tracer).
+        listener: Arc<OwnedFd>,
+        /// The notification.
+        id: u64,
+    },
+}
+
+/// A connect waiting for the real answer.
 #[derive(Debug)]
 pub struct Job {
     /// The destination (on the list).
     pub dest: SocketAddr,
-    /// The program's socket (a duplicate).
-    pub sock: OwnedFd,
+    /// How the program waits.
+    pub waiting: Waiting,
     /// The process, for the event.
     pub pid: Option<i32>,
     /// The `net.connect` event's data, completed with the state when it is known.
@@ -278,6 +298,14 @@ impl Run {
     fn serve(mut self) {
         loop {
             if self.stop.load(Ordering::Acquire) {
+                // Nothing is left stopped: held connects get no answer, as the run ends.
+                let left: Vec<Job> = std::mem::take(&mut self.pending)
+                    .into_iter()
+                    .chain(self.jobs.try_iter())
+                    .collect();
+                for job in left {
+                    self.expire(job);
+                }
                 return;
             }
             while let Ok(job) = self.jobs.try_recv() {
@@ -314,8 +342,7 @@ impl Run {
                 if r {
                     self.late(job);
                 } else if now >= job.deadline {
-                    self.targets.unanswered(job.dest.ip());
-                    self.record(job.pid, job.data, "filtered", libc::ETIMEDOUT, None);
+                    self.expire(job);
                 } else {
                     self.pending.push(job);
                 }
@@ -328,17 +355,35 @@ impl Run {
     /// disconnect and the reconnect the socket is momentarily unconnected, which a program
     /// reads as connected or, at worst, reset — never as closed). Refused: the parking spot
     /// refuses it ([`super::refuse`]), atomically. Anything else, or a refusal that cannot be
-    /// written, stays parked, as no answer.
+    /// written, stays parked, as no answer. A held (blocking) connect simply gets the answer.
     fn late(&self, job: Job) {
         let Job {
             dest,
-            sock,
+            waiting,
             pid,
             data,
             real,
             ..
         } = job;
-        match self.targets.finish(dest, real) {
+        let decision = self.targets.finish(dest, real);
+        let sock = match waiting {
+            Waiting::Held { listener, id } => {
+                if decision == Decision::Open {
+                    (self.ensure)(dest);
+                }
+                let _ = match decision {
+                    Decision::Open => crate::sys::notif_continue(listener.as_fd(), id),
+                    Decision::Fail(errno) => crate::sys::notif_fail(listener.as_fd(), id, errno),
+                };
+                let errno = match decision {
+                    Decision::Open => 0,
+                    Decision::Fail(e) => e,
+                };
+                return self.record(pid, data, decision.state(), errno, None);
+            }
+            Waiting::Parked(sock) => sock,
+        };
+        match decision {
             Decision::Open => {
                 (self.ensure)(dest);
                 let _ = crate::sys::disconnect(sock.as_fd());
@@ -353,6 +398,16 @@ impl Run {
                 self.record(pid, data, "filtered", libc::ETIMEDOUT, Some(answer));
             }
         }
+    }
+
+    /// No answer by the deadline: a held connect fails with `ETIMEDOUT`; a parked one stays
+    /// parked.
+    fn expire(&self, job: Job) {
+        self.targets.unanswered(job.dest.ip());
+        if let Waiting::Held { listener, id } = &job.waiting {
+            let _ = crate::sys::notif_fail(listener.as_fd(), *id, libc::ETIMEDOUT);
+        }
+        self.record(job.pid, job.data, "filtered", libc::ETIMEDOUT, None);
     }
 
     /// Record the parked connect's event: the state the program was given, and the target's

@@ -612,3 +612,38 @@ pub fn many_short_connections_to_a_target_leave_no_descriptor_behind() {
     assert!(out.status.success(), "{out:?}");
     assert!(stdout.contains("banners 400"), "{stdout}");
 }
+
+#[test]
+pub fn a_blocking_connect_to_a_silent_target_holds_only_itself() {
+    // Regression: a blocking connect was answered by the tracer itself, which then waited the
+    // whole connect time, and every other traced syscall of the jail (another thread's file
+    // opens here) waited with it.
+    let program = "import socket, threading, time\n\
+                   opens = []\n\
+                   def busy():\n\
+                   \x20   n, end = 0, time.time() + 1.0\n\
+                   \x20   while time.time() < end:\n\
+                   \x20       open(\"/etc/hostname\").close(); n += 1\n\
+                   \x20   opens.append(n)\n\
+                   t = threading.Thread(target=busy); t.start()\n\
+                   s = socket.socket()\n\
+                   try:\n\
+                   \x20   s.connect((\"192.0.2.9\", 80))\n\
+                   except OSError as e:\n\
+                   \x20   print(\"connect errno\", e.errno)\n\
+                   t.join(); print(\"opens\", opens[0])";
+    let script = format!(
+        "{} run --trace /dev/null --target-connect-ms 1500 --target 192.0.2.0/24 -- python3 -c '{program}'",
+        the_binary()
+    );
+    let out = in_lab(&script, &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(stdout.contains("connect errno 110"), "ETIMEDOUT: {stdout}");
+    let opens: u64 = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("opens "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0);
+    assert!(opens > 50, "the other thread went on: {stdout}");
+}
