@@ -392,8 +392,13 @@ pub fn a_hostile_program_in_the_jail_reaches_the_targets_and_nothing_else() {
     ] {
         assert!(one.contains(line), "{line}: {one}");
     }
-    // Changing the address while the tracer reads it reaches nothing more.
-    assert!(one.contains(&format!("race reached {V4}\n")), "{one}");
+    // Changing the address while the tracer reads it reaches nothing more (how often the
+    // allowed address wins the race depends on the scheduler: only what is reached counts).
+    let race = one
+        .lines()
+        .find_map(|l| l.strip_prefix("race reached "))
+        .unwrap_or_else(|| panic!("{one}"));
+    assert!(race == V4 || race == "-", "{one}");
     // A network entry covers its addresses but never the host's own.
     let net = run("192.0.2.0/24", V4_OTHER);
     assert!(
