@@ -170,7 +170,18 @@ pub fn tcp_send_seq(sock: BorrowedFd<'_>) -> Result<u32, Errno> {
         };
         unit_result(ret.into()).map(|()| seq)
     });
-    let off = set_int_opt(sock, libc::IPPROTO_TCP, libc::TCP_REPAIR, 0);
+    // Left without a window probe (`TCP_REPAIR_OFF_NO_WP`); should leaving fail (the program
+    // made it a listener meanwhile), the socket is disconnected rather than left in repair.
+    const TCP_REPAIR_OFF_NO_WP: i32 = -1;
+    let off = set_int_opt(
+        sock,
+        libc::IPPROTO_TCP,
+        libc::TCP_REPAIR,
+        TCP_REPAIR_OFF_NO_WP,
+    );
+    if off.is_err() {
+        let _ = disconnect(sock);
+    }
     let seq = read?;
     off.map(|()| seq)
 }

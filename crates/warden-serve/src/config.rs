@@ -13,7 +13,8 @@ use serde::Deserialize;
 use thiserror::Error;
 use warden_jail::{Limits, Policy};
 
-use crate::tools::{ALL_TOOLS, RECON_TOOLS};
+pub use crate::tools::CODE_TOOLS;
+use crate::tools::{RECON_TOOLS, all_tools};
 
 /// Errors in the configuration.
 #[derive(Debug, Error)]
@@ -269,27 +270,6 @@ pub struct Config {
     pub settings: ConfigFile,
 }
 
-/// Tools of the built-in `code` profile: everything but the recon toolset.
-pub const CODE_TOOLS: &[&str] = &[
-    "run_command",
-    "run_python",
-    "file_read",
-    "file_write",
-    "file_list",
-    "file_info",
-    "file_delete",
-    "file_move",
-    "snapshot_create",
-    "snapshot_list",
-    "snapshot_restore",
-    "snapshot_delete",
-    "snapshot_diff",
-    "validate_json",
-    "validate_csv",
-    "sandbox_metrics",
-    "env_get",
-];
-
 /// Tools of the built-in `readonly` profile.
 pub const READONLY_TOOLS: &[&str] = &[
     "snapshot_list",
@@ -434,14 +414,14 @@ fn validate_profile(name: &str, f: ProfileFile) -> Result<Profile, ConfigError> 
         .unwrap_or_else(|| CODE_TOOLS.iter().map(|t| t.to_string()).collect());
     let mut tools = Vec::new();
     for t in &requested {
-        let Some(known) = ALL_TOOLS.iter().find(|k| **k == t.as_str()) else {
+        let Some(known) = all_tools().find(|k| *k == t.as_str()) else {
             return Err(ConfigError::UnknownTool {
                 profile: name.to_owned(),
                 tool: t.clone(),
             });
         };
-        if !tools.contains(known) {
-            tools.push(*known);
+        if !tools.contains(&known) {
+            tools.push(known);
         }
     }
     let default_timeout_s = f.default_timeout_s.unwrap_or(30.0);

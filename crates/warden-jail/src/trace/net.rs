@@ -305,7 +305,7 @@ impl Net {
         let deadline = in_flight.begun + targets.connect_time();
         let waiting = match (parkable, sock, room, notif) {
             (Some(spot), Some(s), Some(_), _) => match super::park::park(&s, spot) {
-                Ok(()) => Waiting::Parked(s),
+                Ok(local) => Waiting::Parked { sock: s, local },
                 Err(e) => return Some(TargetAnswer::Now(Decision::Fail(e as i32))),
             },
             (None, _, Some(_), Some((listener, id))) => Waiting::Held {
@@ -315,20 +315,21 @@ impl Net {
             _ => return Some(TargetAnswer::Now(Decision::Fail(libc::ETIMEDOUT))),
         };
         let held = matches!(waiting, Waiting::Held { .. });
-        if let Some(c) = room {
-            c.submit(Job {
-                dest,
-                waiting,
-                pid,
-                data: event.clone(),
-                deadline,
-                real: in_flight,
-            });
-        }
-        Some(if held {
-            TargetAnswer::Held
-        } else {
-            TargetAnswer::Deferred
+        let job = Job {
+            dest,
+            waiting,
+            pid,
+            data: event.clone(),
+            deadline,
+            real: in_flight,
+        };
+        // A connector that is gone cannot answer: a held connect is answered here (a parked
+        // one stays parked, as no answer).
+        let handed = room.map_or(Err(()), |c| c.submit(job).map_err(drop));
+        Some(match (held, handed) {
+            (true, Ok(())) => TargetAnswer::Held,
+            (true, Err(())) => TargetAnswer::Now(Decision::Fail(libc::ETIMEDOUT)),
+            (false, _) => TargetAnswer::Deferred,
         })
     }
 

@@ -19,7 +19,12 @@
 //!
 //! A blocking connect is *held* instead: its syscall stays stopped and the connector gives the
 //! seccomp reply when the target answers (or `ETIMEDOUT` at the connect time), so the tracer
-//! never waits on a target and the jail's other syscalls go on meanwhile.
+//! never waits on a target and the jail's other syscalls go on meanwhile. A signal that
+//! interrupts a held connect ends its notification: with `SA_RESTART` the kernel restarts the
+//! connect as a new one (the old job is dropped, no reply, no event); without it the program
+//! sees `EINTR` on a socket that never started connecting — where the kernel's own connect
+//! would have gone on in the background. (Known limit: a program that then waits for the
+//! socket, as Python does, reads it as connected. Parking blocking sockets too would close it.)
 //!
 //! Guarantees: the program's socket is only ever connected by us to a parking spot or to the
 //! destination that was checked against the list, and the relay checks the accepted side again
@@ -96,10 +101,11 @@ impl Parking {
         self.park_for(dest).is_some() && self.refuser.as_ref().is_some_and(|r| r.covers(dest))
     }
 
-    /// Refuse `sock`, parked for `dest`: true when it now fails with `ECONNREFUSED`.
-    fn refuse(&self, sock: &OwnedFd, dest: &SocketAddr) -> bool {
-        match (&self.refuser, self.park_for(dest)) {
-            (Some(r), Some(spot)) => r.refuse(sock, spot),
+    /// Refuse `sock`, parked for `dest` from `local`: true when it now fails with
+    /// `ECONNREFUSED`.
+    fn refuse(&self, sock: &OwnedFd, dest: &SocketAddr, local: Option<SocketAddr>) -> bool {
+        match (&self.refuser, self.park_for(dest), local) {
+            (Some(r), Some(spot), Some(local)) => r.refuse(sock, spot, local),
             _ => false,
         }
     }
@@ -143,12 +149,12 @@ fn spot(at: SocketAddr) -> std::io::Result<Vec<OwnedFd>> {
     Ok(held)
 }
 
-/// Park `sock` (the program's socket, duplicated) for `dest`: `Ok` when it is now connecting
-/// to the spot; `Err` with the errno the program's own connect would have had otherwise
-/// (`EALREADY`, `EISCONN`…).
-pub fn park(sock: &OwnedFd, spot: SocketAddr) -> Result<(), Errno> {
+/// Park `sock` (the program's socket, duplicated) for `dest`: `Ok` with its local address
+/// when it is now connecting to the spot; `Err` with the errno the program's own connect
+/// would have had otherwise (`EALREADY`, `EISCONN`…).
+pub fn park(sock: &OwnedFd, spot: SocketAddr) -> Result<Option<SocketAddr>, Errno> {
     match connect(sock.as_raw_fd(), &SockaddrStorage::from(spot)) {
-        Err(Errno::EINPROGRESS) => Ok(()),
+        Err(Errno::EINPROGRESS) => Ok(super::refuse::local_of(sock)),
         // Parked spots never answer; anything else is not a connect we can defer.
         Ok(()) => {
             let _ = crate::sys::disconnect(sock.as_fd());
@@ -173,8 +179,13 @@ pub fn is_stream(sock: &OwnedFd) -> bool {
 /// How the program waits for a connect's answer.
 #[derive(Debug)]
 pub enum Waiting {
-    /// Its non-blocking socket (a duplicate) is parked.
-    Parked(OwnedFd),
+    /// Its non-blocking socket (a duplicate) is parked, from this local address.
+    Parked {
+        /// The socket.
+        sock: OwnedFd,
+        /// Its local address once parked (a refusal is written only to that one).
+        local: Option<SocketAddr>,
+    },
     /// Its blocking connect is still stopped: the answer is the seccomp notification's reply
     /// (on `listener`, for notification `id`), given when the target answers.
     Held {
@@ -200,6 +211,24 @@ pub struct Job {
     pub real: InFlight,
     /// When it counts as filtered.
     pub deadline: Instant,
+}
+
+impl Job {
+    /// Whether this is a held connect whose notification is no longer pending (the task was
+    /// interrupted, and its connect restarted as a new one, or it died).
+    fn gone(&self) -> bool {
+        match &self.waiting {
+            Waiting::Held { listener, id } => !crate::sys::notif_id_valid(listener.as_fd(), *id),
+            Waiting::Parked { .. } => false,
+        }
+    }
+
+    /// Give a held connect its last answer, `ETIMEDOUT` (the connector is going away).
+    fn fail_held(&self) {
+        if let Waiting::Held { listener, id } = &self.waiting {
+            let _ = crate::sys::notif_fail(listener.as_fd(), *id, libc::ETIMEDOUT);
+        }
+    }
 }
 
 /// What the connector needs from the network: a capture listener at an address, ready.
@@ -263,13 +292,18 @@ impl Connector {
         self.in_flight.load(Ordering::Acquire) < MAX_IN_FLIGHT
     }
 
-    /// Hand over a parked connect.
-    pub fn submit(&self, job: Job) {
+    /// Hand over a parked or held connect; the job back when the thread is gone.
+    pub fn submit(&self, job: Job) -> Result<(), Box<Job>> {
+        let Ok(tx) = self.jobs.lock() else {
+            return Err(Box::new(job));
+        };
         self.in_flight.fetch_add(1, Ordering::AcqRel);
-        if let Ok(tx) = self.jobs.lock() {
-            let _ = tx.send(job);
+        if let Err(mpsc::SendError(job)) = tx.send(job) {
+            self.in_flight.fetch_sub(1, Ordering::AcqRel);
+            return Err(Box::new(job));
         }
         let _ = nix::unistd::write(&self.wake, b"x");
+        Ok(())
     }
 
     /// End the thread (the run has stopped): connects still in flight stay parked.
@@ -294,6 +328,19 @@ struct Run {
     pending: Vec<Job>,
 }
 
+impl Drop for Run {
+    /// However the thread ends (a panic included), no held connect is left stopped.
+    fn drop(&mut self) {
+        for job in self
+            .pending
+            .iter()
+            .chain(self.jobs.try_iter().collect::<Vec<_>>().iter())
+        {
+            job.fail_held();
+        }
+    }
+}
+
 impl Run {
     fn serve(mut self) {
         loop {
@@ -310,6 +357,16 @@ impl Run {
             }
             while let Ok(job) = self.jobs.try_recv() {
                 self.pending.push(job);
+            }
+            // A held connect interrupted by a signal is restarted by the kernel as a new
+            // notification: the old one is gone, and so is its job (no reply, no event).
+            let pending = std::mem::take(&mut self.pending);
+            for job in pending {
+                if job.gone() {
+                    self.in_flight.fetch_sub(1, Ordering::AcqRel);
+                } else {
+                    self.pending.push(job);
+                }
             }
             let now = Instant::now();
             let next = self
@@ -351,9 +408,10 @@ impl Run {
     }
 
     /// The target answered a parked connect. Open: the program's socket is reconnected to a
-    /// capture listener at the destination (it completes at once, and is relayed; between the
-    /// disconnect and the reconnect the socket is momentarily unconnected, which a program
-    /// reads as connected or, at worst, reset — never as closed). Refused: the parking spot
+    /// capture listener at the destination (it completes at once, and is relayed; the
+    /// disconnect before it leaves a reset error that a program polling the socket may read
+    /// first — nmap then says "Strange read error … Connection reset by peer", tries the port
+    /// again and reports it open — never a closed port). Refused: the parking spot
     /// refuses it ([`super::refuse`]), atomically. Anything else, or a refusal that cannot be
     /// written, stays parked, as no answer. A held (blocking) connect simply gets the answer.
     fn late(&self, job: Job) {
@@ -366,12 +424,12 @@ impl Run {
             ..
         } = job;
         let decision = self.targets.finish(dest, real);
-        let sock = match waiting {
+        let (sock, local) = match waiting {
             Waiting::Held { listener, id } => {
                 if decision == Decision::Open {
                     (self.ensure)(dest);
                 }
-                let _ = match decision {
+                let replied = match decision {
                     Decision::Open => crate::sys::notif_continue(listener.as_fd(), id),
                     Decision::Fail(errno) => crate::sys::notif_fail(listener.as_fd(), id, errno),
                 };
@@ -379,9 +437,14 @@ impl Run {
                     Decision::Open => 0,
                     Decision::Fail(e) => e,
                 };
+                // Only a reply that was taken is what the program was given.
+                if replied.is_err() {
+                    self.in_flight.fetch_sub(1, Ordering::AcqRel);
+                    return;
+                }
                 return self.record(pid, data, decision.state(), errno, None);
             }
-            Waiting::Parked(sock) => sock,
+            Waiting::Parked { sock, local } => (sock, local),
         };
         match decision {
             Decision::Open => {
@@ -390,7 +453,7 @@ impl Run {
                 let _ = connect(sock.as_raw_fd(), &SockaddrStorage::from(dest));
                 self.record(pid, data, "open", 0, None);
             }
-            Decision::Fail(libc::ECONNREFUSED) if self.parking.refuse(&sock, &dest) => {
+            Decision::Fail(libc::ECONNREFUSED) if self.parking.refuse(&sock, &dest, local) => {
                 self.record(pid, data, "closed", libc::ECONNREFUSED, None);
             }
             Decision::Fail(errno) => {
@@ -404,8 +467,11 @@ impl Run {
     /// parked.
     fn expire(&self, job: Job) {
         self.targets.unanswered(job.dest.ip());
-        if let Waiting::Held { listener, id } = &job.waiting {
-            let _ = crate::sys::notif_fail(listener.as_fd(), *id, libc::ETIMEDOUT);
+        if let Waiting::Held { listener, id } = &job.waiting
+            && crate::sys::notif_fail(listener.as_fd(), *id, libc::ETIMEDOUT).is_err()
+        {
+            self.in_flight.fetch_sub(1, Ordering::AcqRel);
+            return;
         }
         self.record(job.pid, job.data, "filtered", libc::ETIMEDOUT, None);
     }

@@ -13,6 +13,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::socket::{
     AddressFamily, MsgFlags, SockFlag, SockType, SockaddrIn, SockaddrIn6, SockaddrStorage,
     getsockname, sendto, socket,
@@ -20,8 +21,11 @@ use nix::sys::socket::{
 
 /// TCP flags of the reset: RST and ACK.
 const RST_ACK: u8 = 0x14;
-/// `TCP_CLOSE`, as `TCP_INFO` reports it.
+/// `TCP_SYN_SENT` and `TCP_CLOSE`, as `TCP_INFO` reports them.
+const TCP_SYN_SENT: u8 = 2;
 const TCP_CLOSE: u8 = 7;
+/// How long a written reset may take to be handled, at most.
+const SETTLE_MS: u16 = 20;
 
 /// Raw sockets of the jail's namespace that write resets (made there, held for the run).
 #[derive(Debug)]
@@ -58,18 +62,24 @@ impl Refuser {
         }
     }
 
-    /// Refuse `sock`, connecting to the parking spot `spot`: true when it is closed now (with
-    /// `ECONNREFUSED` waiting for the program).
-    pub fn refuse(&self, sock: &OwnedFd, spot: SocketAddr) -> bool {
-        let Ok(local) = getsockname::<SockaddrStorage>(sock.as_raw_fd()) else {
+    /// Refuse `sock`, parked at `spot` from `local`: true when it is closed now (with
+    /// `ECONNREFUSED` waiting for the program). Only a socket still connecting from the
+    /// address it was parked from is touched: one the program has since disconnected, turned
+    /// into a listener or connected elsewhere from another port is left alone. (A connecting
+    /// socket has no peer to ask for; the reset itself only lands on a connect to the spot.)
+    pub fn refuse(&self, sock: &OwnedFd, spot: SocketAddr, local: SocketAddr) -> bool {
+        if local_of(sock) != Some(local)
+            || crate::sys::tcp_state(sock.as_fd()) != Some(TCP_SYN_SENT)
+        {
             return false;
-        };
-        let local = match (local.as_sockaddr_in(), local.as_sockaddr_in6()) {
-            (Some(v4), _) => SocketAddr::from(std::net::SocketAddrV4::from(*v4)),
-            (_, Some(v6)) => SocketAddr::from(std::net::SocketAddrV6::from(*v6)),
-            _ => return false,
-        };
-        let Ok(ack) = crate::sys::tcp_send_seq(sock.as_fd()) else {
+        }
+        // Repair mode resets `SO_REUSEADDR`: the program's setting is put back.
+        let reuse = nix::sys::socket::getsockopt(sock, nix::sys::socket::sockopt::ReuseAddr);
+        let seq = crate::sys::tcp_send_seq(sock.as_fd());
+        if let Ok(r) = reuse {
+            let _ = nix::sys::socket::setsockopt(sock, nix::sys::socket::sockopt::ReuseAddr, &r);
+        }
+        let Ok(ack) = seq else {
             return false;
         };
         let Some(packet) = reset(spot, local, ack) else {
@@ -90,7 +100,29 @@ impl Refuser {
             ),
             _ => return false,
         };
-        sent.is_ok() && crate::sys::tcp_state(sock.as_fd()) == Some(TCP_CLOSE)
+        if sent.is_err() {
+            return false;
+        }
+        // The reset is usually handled before `sendto` returns; on a busy machine it may wait
+        // for the softirq thread, or for the program's hold on the socket: a few milliseconds.
+        let mut fds = [PollFd::new(sock.as_fd(), PollFlags::POLLERR)];
+        let _ = poll(&mut fds, PollTimeout::from(SETTLE_MS));
+        crate::sys::tcp_state(sock.as_fd()) == Some(TCP_CLOSE)
+    }
+}
+
+/// A socket's local address.
+pub fn local_of(sock: &OwnedFd) -> Option<SocketAddr> {
+    getsockname::<SockaddrStorage>(sock.as_raw_fd())
+        .ok()
+        .and_then(|a| socket_addr(&a))
+}
+
+fn socket_addr(a: &SockaddrStorage) -> Option<SocketAddr> {
+    match (a.as_sockaddr_in(), a.as_sockaddr_in6()) {
+        (Some(v4), _) => Some(SocketAddr::from(std::net::SocketAddrV4::from(*v4))),
+        (_, Some(v6)) => Some(SocketAddr::from(std::net::SocketAddrV6::from(*v6))),
+        _ => None,
     }
 }
 

@@ -24,8 +24,9 @@ use thiserror::Error;
 use crate::config::Profile;
 use crate::state::CallContext;
 
-/// Every tool the server knows, in listing order.
-pub const ALL_TOOLS: &[&str] = &[
+/// The tools of the built-in `code` profile: everything but the recon toolset, in listing
+/// order.
+pub const CODE_TOOLS: &[&str] = &[
     "run_command",
     "run_python",
     "file_read",
@@ -43,15 +44,25 @@ pub const ALL_TOOLS: &[&str] = &[
     "validate_csv",
     "sandbox_metrics",
     "env_get",
-    "nmap_scan",
-    "ffuf_discover",
-    "arjun_params",
-    "nuclei_scan",
 ];
 
 /// The recon toolset (the built-in `recon` profile): each listed only when its program is
 /// installed, and only with `[recon] targets` configured.
 pub const RECON_TOOLS: &[&str] = &["nmap_scan", "ffuf_discover", "arjun_params", "nuclei_scan"];
+
+/// Every tool the server knows, in listing order.
+pub fn all_tools() -> impl Iterator<Item = &'static str> {
+    CODE_TOOLS.iter().chain(RECON_TOOLS).copied()
+}
+
+/// An argument that the schema admits but the tool refuses (`path` is its JSON pointer).
+pub(crate) fn invalid(path: &str, message: impl Into<String>) -> ToolError {
+    ToolError::InvalidArguments(vec![ArgError {
+        instance_path: path.into(),
+        schema_path: String::new(),
+        message: message.into(),
+    }])
+}
 
 /// Largest string argument for code and command lines.
 pub const MAX_CODE_BYTES: u64 = 1 << 20;

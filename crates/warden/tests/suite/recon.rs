@@ -652,3 +652,37 @@ pub fn a_blocking_connect_to_a_silent_target_holds_only_itself() {
         .unwrap_or(0);
     assert!(opens > 50, "the other thread went on: {stdout}");
 }
+
+#[test]
+pub fn a_held_connect_restarted_by_signals_leaves_one_answer() {
+    // A held connect interrupted by signals (SA_RESTART: the kernel restarts it, each time as
+    // a new notification) ends with one answer and one event: the notifications that are gone
+    // are dropped (their slots freed, no reply, no event), the last one times out.
+    // Another process sends the signals (250 at 100 Hz), so they stop on their own.
+    let program = "import os, signal, socket, subprocess, sys\n\
+                   signal.signal(signal.SIGALRM, lambda *a: None)\n\
+                   signal.siginterrupt(signal.SIGALRM, False)\n\
+                   kick = \"import os, sys, time\\nfor i in range(250):\\n    os.kill(int(sys.argv[1]), 14); time.sleep(0.01)\"\n\
+                   subprocess.Popen([sys.executable, \"-c\", kick, str(os.getpid())])\n\
+                   s = socket.socket()\n\
+                   try:\n\
+                   \x20   s.connect((\"192.0.2.9\", 80))\n\
+                   except OSError as e:\n\
+                   \x20   print(\"connect errno\", e.errno)";
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.jsonl");
+    let script = format!(
+        "{} run --trace {} --target-connect-ms 1000 --target 192.0.2.0/24 -- python3 -c '{program}'",
+        the_binary(),
+        trace.display()
+    );
+    let out = in_lab(&script, &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(stdout.contains("connect errno 110"), "{stdout}");
+    let connects = super::common::read_events(&trace)
+        .into_iter()
+        .filter(|e| e["kind"] == "net.connect" && e["data"]["address"] == "192.0.2.9")
+        .count();
+    assert!(connects <= 3, "{connects} events for one connect");
+}

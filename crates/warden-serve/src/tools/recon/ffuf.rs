@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::target::Allowed;
 use super::toolbox::{Program, Toolbox, WORDLIST_MOUNT};
 use super::{Job, OUT_MOUNT, url_property};
-use crate::tools::{ArgError, ToolError, parse};
+use crate::tools::{ToolError, parse};
 
 /// Status codes a caller may ask to match (ffuf's own default when none are given).
 const CODES: &[u16] = &[
@@ -94,11 +94,10 @@ pub(super) fn job(
     let a: Args = parse(args)?;
     let (url, ip) = allowed.url(&a.url, true)?;
     let words = toolbox.wordlist(&a.wordlist).ok_or_else(|| {
-        ToolError::InvalidArguments(vec![ArgError {
-            instance_path: "/wordlist".into(),
-            schema_path: String::new(),
-            message: format!("no word list {:?} on this server", a.wordlist),
-        }])
+        crate::tools::invalid(
+            "/wordlist",
+            format!("no word list {:?} on this server", a.wordlist),
+        )
     })?;
     let (threads, delay) = pace(a.rate);
     let mut argv: Vec<String> = vec![

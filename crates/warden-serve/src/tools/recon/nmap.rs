@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use super::target::Allowed;
 use super::toolbox::{Program, Toolbox};
 use super::{Job, checked_string};
-use crate::tools::{ArgError, ToolError, parse};
+use crate::tools::{ToolError, parse};
 
 /// The pattern of a port list: `80`, `1-1024`, `22,80,443`, `22,8000-8100`.
 const PORTS: &str = "^[0-9]{1,5}(-[0-9]{1,5})?(,[0-9]{1,5}(-[0-9]{1,5})?){0,99}$";
@@ -97,13 +97,8 @@ pub(super) fn job(
 ) -> Result<Job, ToolError> {
     let a: Args = parse(args)?;
     let ip = allowed.address(&a.target)?;
-    let ports = check_ports(&a.ports, toolbox.settings.max_ports).map_err(|message| {
-        ToolError::InvalidArguments(vec![ArgError {
-            instance_path: "/ports".into(),
-            schema_path: String::new(),
-            message,
-        }])
-    })?;
+    let ports = check_ports(&a.ports, toolbox.settings.max_ports)
+        .map_err(|m| crate::tools::invalid("/ports", m))?;
     let mut argv: Vec<String> = [program.path.display().to_string()]
         .into_iter()
         .chain(["-Pn", "-n", "-sT"].map(str::to_owned))

@@ -77,11 +77,10 @@ pub(super) fn job(
     let (url, ip) = allowed.url(&a.url, false)?;
     // nuclei splits `-u` at commas: a second URL would escape the check above.
     if url.contains(',') {
-        return Err(ToolError::InvalidArguments(vec![crate::tools::ArgError {
-            instance_path: "/url".into(),
-            schema_path: String::new(),
-            message: "nuclei takes a comma as a list of targets: write it %2C".into(),
-        }]));
+        return Err(crate::tools::invalid(
+            "/url",
+            "nuclei takes a comma as a list of targets: write it %2C",
+        ));
     }
     let templates = toolbox
         .templates

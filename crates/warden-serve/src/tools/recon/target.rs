@@ -63,13 +63,7 @@ impl Allowed {
     /// must hold exactly one `FUZZ` marker, in its path or query. Returns the normalised URL
     /// and its address.
     pub fn url(&self, text: &str, fuzz: bool) -> Result<(String, IpAddr), ToolError> {
-        let bad = |why: String| {
-            ToolError::InvalidArguments(vec![crate::tools::ArgError {
-                instance_path: "/url".into(),
-                schema_path: String::new(),
-                message: why,
-            }])
-        };
+        let bad = |why: String| crate::tools::invalid("/url", why);
         let url = url::Url::parse(text.trim()).map_err(|e| bad(format!("not a URL: {e}")))?;
         if !matches!(url.scheme(), "http" | "https") {
             return Err(bad(format!(
