@@ -164,11 +164,10 @@ pub fn park(sock: &OwnedFd, spot: SocketAddr) -> Result<Option<SocketAddr>, Errn
     }
 }
 
-/// Whether `sock` is a non-blocking stream socket.
+/// Whether `sock` (a stream socket: see [`is_stream`]) is non-blocking.
 pub fn deferrable(sock: &OwnedFd) -> bool {
-    let stream = getsockopt(sock, sockopt::SockType).is_ok_and(|t| t == SockType::Stream);
     let flags = nix::fcntl::fcntl(sock, nix::fcntl::FcntlArg::F_GETFL).unwrap_or(0);
-    stream && nix::fcntl::OFlag::from_bits_truncate(flags).contains(nix::fcntl::OFlag::O_NONBLOCK)
+    nix::fcntl::OFlag::from_bits_truncate(flags).contains(nix::fcntl::OFlag::O_NONBLOCK)
 }
 
 /// Whether `sock` is a stream socket.

@@ -188,7 +188,7 @@ impl Targets {
             Err(e) => return Started::Done(errno_decision(e.raw_os_error())),
         };
         match connect(real.as_raw_fd(), &SockaddrStorage::from(dest)) {
-            Ok(()) => self.opened(dest, real, begun),
+            Ok(()) => Started::Done(self.opened(dest, real, begun)),
             Err(Errno::EINPROGRESS) => Started::Pending(InFlight { real, begun }),
             Err(e) => {
                 self.answered(dest.ip(), begun.elapsed());
@@ -216,10 +216,7 @@ impl Targets {
     /// The answer of `f`, whose socket is ready; an open connection is kept.
     pub fn finish(&self, dest: SocketAddr, f: InFlight) -> Decision {
         match getsockopt(&f.real, sockopt::SocketError) {
-            Ok(0) => match self.opened(dest, f.real, f.begun) {
-                Started::Done(d) => d,
-                Started::Pending(_) => Decision::Open,
-            },
+            Ok(0) => self.opened(dest, f.real, f.begun),
             Ok(e) => {
                 self.answered(dest.ip(), f.begun.elapsed());
                 errno_decision(Some(e))
@@ -228,12 +225,12 @@ impl Targets {
         }
     }
 
-    fn opened(&self, dest: SocketAddr, real: OwnedFd, begun: Instant) -> Started {
+    fn opened(&self, dest: SocketAddr, real: OwnedFd, begun: Instant) -> Decision {
         self.answered(dest.ip(), begun.elapsed());
         let stream = TcpStream::from(real);
         let _ = stream.set_nonblocking(false);
         self.keep(dest, stream);
-        Started::Done(Decision::Open)
+        Decision::Open
     }
 
     /// How long a connect to `ip` is held for its answer before it is parked: eight times

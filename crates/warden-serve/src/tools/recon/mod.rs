@@ -150,7 +150,7 @@ fn policy(cx: &CallContext, job: &Job, program: &toolbox::Program, out: &Path) -
     p.targets.clone_from(&shared.recon.targets);
     p.target_connect_ms = shared.recon.settings.connect_timeout_ms;
     p.trace = true;
-    p.binds.extend(toolbox::binds_of(&program.path));
+    p.binds.extend(program.binds());
     p.binds.extend(job.binds.iter().cloned());
     p.binds.push(Bind {
         source: out.to_path_buf(),

@@ -50,6 +50,21 @@ pub struct Program {
     pub binds: Vec<PathBuf>,
 }
 
+impl Program {
+    /// The read-only binds that show its installation (none for a system program), found
+    /// once, at start.
+    pub fn binds(&self) -> Vec<Bind> {
+        self.binds
+            .iter()
+            .map(|d| Bind {
+                source: d.clone(),
+                target: Some(d.clone()),
+                writable: false,
+            })
+            .collect()
+    }
+}
+
 /// The toolbox.
 #[derive(Debug)]
 pub struct Toolbox {
@@ -95,13 +110,13 @@ impl Toolbox {
         if !wanted {
             return t;
         }
-        let probe = |path: &Path, args: &[&str]| probe(jail, base, path, args);
+        let probe = |p: &Program, args: &[&str]| probe(jail, base, p, args);
         t.nmap = find(settings.nmap.as_deref(), "nmap", "apt-get install nmap").and_then(|p| {
-            let out = probe(&p.path, &["--version"])?;
+            let out = probe(&p, &["--version"])?;
             with_version(p, first_match(&out, "Nmap version "))
         });
         t.ffuf = find(settings.ffuf.as_deref(), "ffuf", "apt-get install ffuf").and_then(|p| {
-            let out = probe(&p.path, &["-V"])?;
+            let out = probe(&p, &["-V"])?;
             with_version(p, first_match(&out, "ffuf version: "))
         });
         let arjun_default = Path::new(ARJUN_VENV).join("bin/arjun");
@@ -146,7 +161,7 @@ impl Toolbox {
             ),
         })
         .and_then(|p| {
-            let out = probe(&p.path, &["-version", "-disable-update-check"])?;
+            let out = probe(&p, &["-version", "-disable-update-check"])?;
             with_version(p, first_match(&out, "Nuclei Engine Version: "))
         });
         if t.nuclei.is_ok() {
@@ -242,12 +257,13 @@ fn with_version(p: Program, version: Option<String>) -> Result<Program, String> 
     Ok(Program { version, ..p })
 }
 
-/// Run `path args` in the sandbox (10 s at most) and return what it printed.
-fn probe(jail: &Jail, base: &Policy, path: &Path, args: &[&str]) -> Result<String, String> {
+/// Run `program args` in the sandbox (10 s at most) and return what it printed.
+fn probe(jail: &Jail, base: &Policy, program: &Program, args: &[&str]) -> Result<String, String> {
+    let path = &program.path;
     let mut policy = base.clone();
     policy.workspace = None;
     policy.limits.wall_time_ms = 10_000;
-    policy.binds.extend(binds_of(path));
+    policy.binds.extend(program.binds());
     let mut argv = vec![path.display().to_string()];
     argv.extend(args.iter().map(|a| (*a).to_owned()));
     let o = jail
@@ -256,21 +272,6 @@ fn probe(jail: &Jail, base: &Policy, path: &Path, args: &[&str]) -> Result<Strin
     let mut text = String::from_utf8_lossy(&o.stdout).into_owned();
     text.push_str(&String::from_utf8_lossy(&o.stderr));
     Ok(text)
-}
-
-/// The read-only binds that show `program`'s installation (none for a system program).
-pub fn binds_of(program: &Path) -> Vec<Bind> {
-    let system = Policy::default().system_paths;
-    let visible = |p: &Path| system.iter().any(|s| p.starts_with(s));
-    warden_jail::runtime::installations(program, &visible)
-        .unwrap_or_default()
-        .into_iter()
-        .map(|d| Bind {
-            source: d.clone(),
-            target: Some(d),
-            writable: false,
-        })
-        .collect()
 }
 
 /// The first word after `prefix` on the first line that has it.
