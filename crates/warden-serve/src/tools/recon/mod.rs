@@ -266,14 +266,12 @@ fn result(job: &Job, o: &Outcome, primary: &[u8], raw_max: u64) -> Value {
     } else if let Some(limit) = o.limit_hit {
         ("error", Some(format!("the {limit:?} limit ended the scan")))
     } else if o.exit_code != Some(0) {
-        (
-            "error",
-            Some(format!(
-                "{} exited with {:?}",
-                job.argv[0],
-                o.exit_code.or(o.signal)
-            )),
-        )
+        let how = match (o.exit_code, o.signal) {
+            (_, Some(sig)) => format!("was killed by signal {sig}"),
+            (Some(code), None) => format!("exited with status {code}"),
+            (None, None) => "ended without an exit status".to_owned(),
+        };
+        ("error", Some(format!("{} {how}", job.argv[0])))
     } else if findings.is_none() {
         (
             "error",

@@ -141,6 +141,13 @@ fn parse_with_summary(bytes: &[u8]) -> Option<super::Parsed> {
     if root.tag_name().name() != "nmaprun" {
         return None;
     }
+    // nmap that gave up says so in its run statistics: not a report of ports.
+    let failed = child(root, "runstats")
+        .and_then(|r| child(r, "finished"))
+        .is_some_and(|f| f.attribute("exit") == Some("error"));
+    if failed {
+        return None;
+    }
     let (mut out, mut bulk) = (Vec::new(), Vec::new());
     for host in root.children().filter(|n| n.has_tag_name("host")) {
         let address = host
@@ -248,6 +255,11 @@ mod tests {
             let f = parse_xml(bad);
             assert!(f.is_none_or(|f| f.is_empty()));
         }
+        let gave_up = r#"<nmaprun><runstats><finished exit="error" errormsg="no route"/></runstats></nmaprun>"#;
+        assert!(
+            parse_xml(gave_up.as_bytes()).is_none(),
+            "an error run is not a report"
+        );
         let odd = r#"<nmaprun><host><ports><port portid="x"/><port portid="80"/></ports></host></nmaprun>"#;
         let f = parse_xml(odd.as_bytes()).unwrap();
         assert_eq!(f.len(), 1);
