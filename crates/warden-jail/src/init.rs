@@ -53,6 +53,9 @@ pub struct Launch {
     /// Whether a cgroup enforces the memory limit (otherwise RLIMIT_AS is the floor); set by
     /// the init when the supervisor releases it.
     pub memory_cgroup: bool,
+    /// A prepared run: `argv` is empty until the supervisor sends the command (see
+    /// [`crate::warm`]).
+    pub deferred: bool,
 }
 
 /// Send a status message; failures are ignored (the supervisor sees our exit instead).
@@ -170,6 +173,17 @@ fn reap(command: Pid, status: &OwnedFd) -> ! {
     }
 }
 
+/// A prepared jail's command, as the command's process will need it.
+fn take(launch: &mut Launch, r: crate::warm::Release) -> Result<(), SetupFailure> {
+    let c = |s: String| {
+        CString::new(s).map_err(|_| SetupFailure::plain(Stage::Supervisor, "a NUL in the command"))
+    };
+    launch.argv = r.argv.into_iter().map(c).collect::<Result<_, _>>()?;
+    launch.env = r.env.into_iter().map(c).collect::<Result<_, _>>()?;
+    launch.policy.limits.cpu_time_ms = r.cpu_time_ms;
+    Ok(())
+}
+
 /// The init's whole life.
 pub fn run(mut launch: Launch) -> ! {
     if let Err(f) = setup(&mut launch) {
@@ -211,6 +225,13 @@ pub fn run(mut launch: Launch) -> ! {
             .map(drop)
         });
     if let Err(f) = filtered {
+        report(&launch.status, &StatusMessage::Failed(f));
+        sys::exit_now(125);
+    }
+    // A prepared jail waits here, with everything but the command in place.
+    if launch.deferred
+        && let Err(f) = crate::warm::await_release(&launch.sync).and_then(|r| take(&mut launch, r))
+    {
         report(&launch.status, &StatusMessage::Failed(f));
         sys::exit_now(125);
     }

@@ -93,7 +93,7 @@ impl Jail {
         stdio: [Stdio; 3],
     ) -> Result<(Child, File, File, Option<TraceLink>), JailError> {
         req.policy.validate()?;
-        if req.argv.is_empty() {
+        if req.argv.is_empty() && !req.deferred {
             return Err(JailError::BadCommand("empty command line"));
         }
         let helper_err = |source| JailError::Helper {
@@ -157,8 +157,14 @@ impl Jail {
             ..req.clone()
         };
         let body = serde_json::to_vec(req).map_err(|_| JailError::Protocol("request encoding"))?;
-        let sent =
-            write_frame(&mut lifeline, &body).and_then(|()| write_frame(&mut lifeline, &req.stdin));
+        // A prepared run's stdin comes later, with its command.
+        let sent = write_frame(&mut lifeline, &body).and_then(|()| {
+            if req.deferred {
+                Ok(())
+            } else {
+                write_frame(&mut lifeline, &req.stdin)
+            }
+        });
         if sent.is_err() {
             let _ = child.kill();
             let _ = child.wait();
@@ -194,6 +200,7 @@ impl Jail {
             io: IoMode::Capture,
             stdin: stdin.to_vec(),
             proc_warned: false,
+            deferred: false,
         };
         let stdio = [Stdio::null(), Stdio::null(), Stdio::null()];
         let (child, lifeline, result, trace) = self.start(&req, stdio)?;
@@ -208,6 +215,30 @@ impl Jail {
         })
     }
 
+    /// Prepare a jail for `policy` ahead of its command (see [`crate::warm`]): the returned
+    /// [`Warm`] is set up in the background and runs the one [`crate::warm::Command`] given to
+    /// [`Warm::start`], in capture mode. Traced policies cannot be prepared.
+    pub fn prepare(&self, policy: &Policy) -> Result<Warm, JailError> {
+        if policy.traced() {
+            return Err(JailError::BadCommand(
+                "a traced run cannot be prepared ahead",
+            ));
+        }
+        let req = Request {
+            policy: policy.clone(),
+            argv: Vec::new(),
+            io: IoMode::Capture,
+            stdin: Vec::new(),
+            proc_warned: false,
+            deferred: true,
+        };
+        let stdio = [Stdio::null(), Stdio::null(), Stdio::null()];
+        let (child, lifeline, result, _) = self.start(&req, stdio)?;
+        Ok(Warm {
+            parts: Some((child, lifeline, result)),
+        })
+    }
+
     /// Start `argv` with piped stdin, stdout and stderr for a long-lived conversation.
     pub fn spawn(&self, policy: &Policy, argv: &[String]) -> Result<Running, JailError> {
         let req = Request {
@@ -216,6 +247,7 @@ impl Jail {
             io: IoMode::Inherit,
             stdin: Vec::new(),
             proc_warned: false,
+            deferred: false,
         };
         let stdio = [Stdio::piped(), Stdio::piped(), Stdio::piped()];
         let (mut child, lifeline, result, trace) = self.start(&req, stdio)?;
@@ -228,6 +260,63 @@ impl Jail {
             lifeline: Killer(Arc::new(Mutex::new(Some(lifeline)))),
             result,
         })
+    }
+}
+
+/// A jail prepared by [`Jail::prepare`], waiting for its one command. Dropping it unused
+/// tears it down (the helper sees its lifeline close) and reaps the helper.
+#[derive(Debug)]
+pub struct Warm {
+    /// `None` once handed to a [`Running`].
+    parts: Option<(Child, File, File)>,
+}
+
+impl Warm {
+    /// Run `cmd` in this jail. Errors of the set-up or of the command come from
+    /// [`Running::wait`], as for a cold run.
+    pub fn start(mut self, cmd: &crate::warm::Command) -> Result<Running, JailError> {
+        if cmd.stdin.len() > MAX_STDIN as usize {
+            return Err(JailError::BadCommand("stdin larger than 64 MiB"));
+        }
+        if cmd.argv.is_empty() {
+            return Err(JailError::BadCommand("empty command line"));
+        }
+        let Some((child, mut lifeline, result)) = self.parts.take() else {
+            return Err(JailError::Protocol("a prepared jail used twice"));
+        };
+        // A helper that is already gone (a set-up failure) left its reply: `wait` reads it.
+        let _ = crate::warm::send(&mut lifeline, cmd);
+        Ok(Running {
+            trace: None,
+            child,
+            lifeline: Killer(Arc::new(Mutex::new(Some(lifeline)))),
+            result,
+            stdin: None,
+            stdout: None,
+            stderr: None,
+        })
+    }
+
+    /// Whether the helper is still there (it exits early only when the set-up failed).
+    pub fn alive(&mut self) -> bool {
+        self.parts
+            .as_mut()
+            .is_some_and(|(child, _, _)| matches!(child.try_wait(), Ok(None)))
+    }
+
+    /// Host pid of the helper (the supervisor of this jail).
+    pub fn supervisor_pid(&self) -> Option<u32> {
+        self.parts.as_ref().map(|(child, _, _)| child.id())
+    }
+}
+
+impl Drop for Warm {
+    fn drop(&mut self) {
+        if let Some((mut child, lifeline, result)) = self.parts.take() {
+            // EOF on the lifeline ends the helper, which tears the jail down first.
+            drop((lifeline, result));
+            let _ = child.wait();
+        }
     }
 }
 
@@ -662,7 +751,9 @@ pub fn helper_main() -> i32 {
 fn read_request(r: &mut File) -> Result<Request, &'static str> {
     let json = read_frame(r, MAX_JSON_FRAME).map_err(|_| "request missing or too large")?;
     let mut req: Request = serde_json::from_slice(&json).map_err(|_| "request malformed")?;
-    req.stdin = read_frame(r, MAX_STDIN).map_err(|_| "stdin missing or too large")?;
+    if !req.deferred {
+        req.stdin = read_frame(r, MAX_STDIN).map_err(|_| "stdin missing or too large")?;
+    }
     Ok(req)
 }
 

@@ -68,6 +68,10 @@ pub struct Request {
     /// The caller already warned that `/proc` is the container's (say it once per process).
     #[serde(default)]
     pub proc_warned: bool,
+    /// Prepare the jail and wait: `argv` is empty, and the command comes later on the
+    /// lifeline as a [`crate::warm::Command`] (see [`crate::warm`]).
+    #[serde(default)]
+    pub deferred: bool,
 }
 
 /// Debug-level timing of the set-up and tear-down steps (`WARDEN_LOG=debug`).
@@ -152,6 +156,8 @@ struct Running {
     cgroup: RunCgroup,
     started: Instant,
     proc: ProcSource,
+    /// A prepared run's end of the sync socket, until its command is forwarded.
+    sync: Option<OwnedFd>,
 }
 
 /// Why the supervisor ended the run.
@@ -202,7 +208,18 @@ pub fn supervise_with(
     observer: Observer<'_>,
 ) -> Result<Outcome, JailError> {
     req.policy.validate()?;
-    if req.argv.is_empty() {
+    if req.deferred {
+        if req.policy.traced() {
+            return Err(JailError::BadCommand(
+                "a traced run cannot be prepared ahead",
+            ));
+        }
+        if lifeline.is_none() || req.io != IoMode::Capture {
+            return Err(JailError::BadCommand(
+                "a prepared run needs a lifeline and captured output",
+            ));
+        }
+    } else if req.argv.is_empty() {
         return Err(JailError::BadCommand("empty command line"));
     }
     if sys::thread_count() != Some(1) {
@@ -236,6 +253,15 @@ pub fn supervise_with(
     }
     let (sfd, old_mask) = block_termination_signals()?;
     let result = start(req, &policy, hub).and_then(|mut running| {
+        let mut policy = policy.clone();
+        if req.deferred
+            && let Some(lifeline) = lifeline
+            && let Err(e) = release(&mut running, &mut policy, lifeline)
+        {
+            let _ = kill(running.init, Signal::SIGKILL);
+            let _ = finish(running, &policy, Some(Stop::Killed(None)), &old_mask);
+            return Err(e);
+        }
         let stop = watch(&mut running, &policy, lifeline, observer.control, &sfd);
         finish(running, &policy, stop, &old_mask)
     });
@@ -312,7 +338,10 @@ fn start(req: &Request, policy: &Policy, hub: Option<Arc<Hub>>) -> Result<Runnin
                 sink: Some(in_w),
             };
             let mut pump = pump;
-            pump.close_if_done();
+            // A prepared run's stdin comes with its command.
+            if !req.deferred {
+                pump.close_if_done();
+            }
             (
                 Some([in_r, out_w, err_w]),
                 Some(Output::new(out_r, stream.then(|| sys::std_fd(1)))),
@@ -334,6 +363,7 @@ fn start(req: &Request, policy: &Policy, hub: Option<Arc<Hub>>) -> Result<Runnin
         sync: sync_r,
         stdio: stdio_child,
         memory_cgroup: false,
+        deferred: req.deferred,
     };
     let flags = libc::CLONE_NEWUSER
         | libc::CLONE_NEWNS
@@ -415,7 +445,60 @@ fn start(req: &Request, policy: &Policy, hub: Option<Arc<Hub>>) -> Result<Runnin
         cgroup,
         started,
         proc,
+        sync: req.deferred.then_some(sync_w),
     })
+}
+
+/// A prepared run: wait for its command, check it, and give it to the waiting init. The
+/// run's clock starts now. Without a command (the caller let go, or the init failed), the
+/// watch that follows ends the run and says why.
+fn release(
+    r: &mut Running,
+    policy: &mut Policy,
+    lifeline: BorrowedFd<'_>,
+) -> Result<(), JailError> {
+    let bad = |e: std::io::Error| {
+        tracing::debug!(error = %e, "prepared run: no usable command");
+        JailError::Protocol("the command for a prepared run was malformed")
+    };
+    let Some(cmd) = crate::warm::receive(lifeline, r.pidfd.as_fd()).map_err(bad)? else {
+        return Ok(());
+    };
+    if cmd.argv.is_empty() {
+        return Err(JailError::BadCommand("empty command line"));
+    }
+    if cmd
+        .env
+        .keys()
+        .any(|k| k.is_empty() || k.contains('=') || k.contains('\0'))
+    {
+        return Err(JailError::BadCommand(
+            "an environment variable name is invalid",
+        ));
+    }
+    let env = crate::warm::environment(&policy.env, &cmd.env);
+    // Checked here, so the init cannot fail on them.
+    cstrings(cmd.argv.iter().cloned())?;
+    cstrings(env.iter().cloned())?;
+    if let Some(ms) = cmd.wall_time_ms {
+        policy.limits.wall_time_ms = ms.clamp(1, 86_400_000);
+    }
+    if let Some(ms) = cmd.cpu_time_ms {
+        policy.limits.cpu_time_ms = ms.clamp(1, 86_400_000);
+    }
+    let release = crate::warm::Release {
+        argv: cmd.argv,
+        env,
+        cpu_time_ms: policy.limits.cpu_time_ms,
+    };
+    r.started = Instant::now();
+    r.stdin.buf = cmd.stdin;
+    r.stdin.close_if_done();
+    if let Some(sync) = r.sync.take() {
+        // A failed write means the init is gone: the watch reads why.
+        let _ = crate::warm::forward(&sync, &release);
+    }
+    Ok(())
 }
 
 /// Effective ids switched to `(uid, gid)` until dropped (real and saved ids stay root, so the

@@ -188,6 +188,7 @@ fn run(args: &RunArgs) -> Result<i32> {
         },
         stdin: Vec::new(),
         proc_warned: false,
+        deferred: false,
     };
     let observer = if req.policy.trace {
         let dest = args.trace.as_deref().unwrap_or("-");

@@ -18,3 +18,4 @@ mod scan;
 mod serve;
 mod sweep;
 mod trace;
+mod warm;

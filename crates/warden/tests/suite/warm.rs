@@ -1,0 +1,174 @@
+//! Prepared ("warm") jails: set up ahead, one command each, nothing shared between two.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use warden_jail::warm::Command;
+use warden_jail::{Jail, JailError, LimitKind, Policy};
+
+use super::common::*;
+
+fn jail() -> Jail {
+    Jail::with_helper(warden_bin())
+}
+
+fn cmd(argv: &[&str]) -> Command {
+    Command {
+        argv: argv.iter().map(|s| s.to_string()).collect(),
+        ..Command::default()
+    }
+}
+
+#[test]
+fn a_prepared_jail_runs_its_command_with_stdin_env_and_limits() {
+    let mut p = Policy::default();
+    p.env.insert("FROM_POLICY".into(), "p".into());
+    let warm = jail().prepare(&p).unwrap();
+    // Let it finish preparing: the command then meets a waiting init.
+    std::thread::sleep(Duration::from_millis(200));
+    let mut c = cmd(&[
+        "sh",
+        "-c",
+        "tr a-z A-Z; echo \"$FROM_POLICY $FROM_CALL\" >&2; ulimit -t; exit 3",
+    ]);
+    c.stdin = b"hello".to_vec();
+    c.env = BTreeMap::from([("FROM_CALL".to_owned(), "c".to_owned())]);
+    c.cpu_time_ms = Some(7000);
+    let o = warm.start(&c).unwrap().wait().unwrap();
+    assert_eq!(o.stdout, b"HELLO7\n");
+    assert_eq!(o.stderr, b"p c\n");
+    assert_eq!(o.exit_code, Some(3));
+}
+
+#[test]
+fn a_prepared_jails_clock_starts_with_its_command() {
+    let mut p = Policy::default();
+    p.limits.wall_time_ms = 60_000;
+    let warm = jail().prepare(&p).unwrap();
+    // Waiting longer than the command's own limit does not use it up.
+    std::thread::sleep(Duration::from_millis(700));
+    let mut c = cmd(&["sh", "-c", "sleep 0.2; echo done"]);
+    c.wall_time_ms = Some(600);
+    let o = warm.start(&c).unwrap().wait().unwrap();
+    assert_eq!(o.stdout, b"done\n", "{o:?}");
+    assert_eq!(o.limit_hit, None);
+    assert!(o.duration_ms < 600, "{}", o.duration_ms);
+    let warm = jail().prepare(&p).unwrap();
+    let mut c = cmd(&["sleep", "60"]);
+    c.wall_time_ms = Some(300);
+    let t = Instant::now();
+    let o = warm.start(&c).unwrap().wait().unwrap();
+    assert_eq!(o.limit_hit, Some(LimitKind::WallTime));
+    assert!(t.elapsed() < Duration::from_secs(10));
+}
+
+#[test]
+fn a_prepared_jail_reports_errors_as_a_cold_one_does() {
+    let warm = jail().prepare(&Policy::default()).unwrap();
+    let e = warm
+        .start(&cmd(&["no-such-program"]))
+        .unwrap()
+        .wait()
+        .unwrap_err();
+    assert!(
+        matches!(e, JailError::NotFound(ref p) if p == "no-such-program"),
+        "{e:?}"
+    );
+    // A policy the jail cannot set up fails at `wait`, with the set-up failure.
+    let mut p = Policy::default();
+    p.binds.push(warden_jail::Bind {
+        source: "/no/such/source".into(),
+        target: Some("/mnt/x".into()),
+        writable: false,
+    });
+    match jail().prepare(&p) {
+        Err(e) => assert!(matches!(e, JailError::Policy(_)), "{e:?}"),
+        Ok(warm) => {
+            let e = warm.start(&cmd(&["true"])).unwrap().wait().unwrap_err();
+            assert!(matches!(e, JailError::Setup(_)), "{e:?}");
+        }
+    }
+    // Traced runs are never prepared.
+    let p = Policy {
+        trace: true,
+        ..Policy::default()
+    };
+    assert!(matches!(jail().prepare(&p), Err(JailError::BadCommand(_))));
+    // A NUL in the command is refused before anything runs.
+    let warm = jail().prepare(&Policy::default()).unwrap();
+    let e = warm
+        .start(&cmd(&["echo", "a\0b"]))
+        .unwrap()
+        .wait()
+        .unwrap_err();
+    assert!(!matches!(e, JailError::NotFound(_)), "{e:?}");
+}
+
+#[test]
+fn a_prepared_jail_dropped_unused_leaves_nothing_behind() {
+    let marker = format!("warm-unused-{}", nonce());
+    let p = Policy {
+        hostname: marker.clone(),
+        ..Policy::default()
+    };
+    let mut warm = jail().prepare(&p).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(warm.alive());
+    let helper = warm.supervisor_pid().unwrap();
+    drop(warm);
+    assert!(
+        !std::path::Path::new(&format!("/proc/{helper}")).exists()
+            || std::fs::read_to_string(format!("/proc/{helper}/stat"))
+                .is_ok_and(|s| s.contains(") Z ")),
+        "the helper outlived its prepared jail"
+    );
+    // No process is left in a namespace with that host name.
+    assert!(eventually(5, || host_processes_with(&marker).is_empty()));
+}
+
+/// What one command leaves behind is invisible to the next, each in its own prepared jail.
+#[test]
+fn nothing_left_by_one_prepared_command_reaches_the_next() {
+    let p = Policy::default();
+    let first = jail().prepare(&p).unwrap();
+    let second = jail().prepare(&p).unwrap();
+    let leave = "echo left > /tmp/left; export LEFT=1; (sleep 30 &) ; \
+        ipcmk -M 4096 >/dev/null 2>&1; ipcmk -Q >/dev/null 2>&1; \
+        echo x > /dev/shm/left 2>/dev/null; \
+        python3 -c 'import ctypes,os,time; l=ctypes.CDLL(None); fd=l.inotify_init(); \
+        l.inotify_add_watch(fd, b\"/tmp\", 0x100); os.fork() or time.sleep(30)' & \
+        timeout 0.5 sh -c 'while :; do :; done'; ipcs; echo END";
+    let o = first
+        .start(&cmd(&["sh", "-c", leave]))
+        .unwrap()
+        .wait()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(out.contains("END"), "{o:?}");
+    let spent = o.usage.cpu_time_ms;
+    let look = "ls /tmp /dev/shm; echo \"LEFT=${LEFT:-none}\"; ps -e -o comm=; ipcs -m -q; \
+        cat /proc/sys/fs/inotify/max_user_watches >/dev/null; \
+        ls -l /proc/*/fd 2>/dev/null | grep -c inotify || true";
+    let o = second
+        .start(&cmd(&["sh", "-c", look]))
+        .unwrap()
+        .wait()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(!out.contains("left"), "a file crossed over: {out}");
+    assert!(out.contains("LEFT=none"), "{out}");
+    assert!(!out.contains("sleep"), "a process crossed over: {out}");
+    assert!(!out.contains("python3"), "a process crossed over: {out}");
+    assert!(!out.contains("0x"), "an IPC object crossed over: {out}");
+    assert!(
+        out.trim_end().ends_with('0'),
+        "an inotify instance crossed over: {out}"
+    );
+    // The cgroup's counters start again: the first run's CPU time is not counted.
+    if let (Some(first), Some(second)) = (spent, o.usage.cpu_time_ms) {
+        assert!(
+            first >= 300 && second < 200,
+            "CPU {first} ms then {second} ms"
+        );
+    }
+}
