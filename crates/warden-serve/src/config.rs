@@ -124,6 +124,29 @@ impl Default for HttpFile {
     }
 }
 
+/// Warm sandboxes (see [`crate::pool`]).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PoolFile {
+    /// Sandboxes kept prepared per policy (a session's code tools share one); 0 turns the pool
+    /// off and every call starts its sandbox from nothing.
+    pub size: usize,
+    /// Prepared sandboxes waiting at once, across sessions and policies, at most.
+    pub max_waiting: usize,
+    /// A prepared sandbox unused for this long (seconds) is destroyed.
+    pub idle_timeout_s: u64,
+}
+
+impl Default for PoolFile {
+    fn default() -> Self {
+        PoolFile {
+            size: 2,
+            max_waiting: 8,
+            idle_timeout_s: 60,
+        }
+    }
+}
+
 /// The recon toolset's settings: where its targets are (the only addresses its tools may be
 /// aimed at and its sandboxes may reach) and where its programs are.
 #[derive(Debug, Clone, Deserialize)]
@@ -205,6 +228,8 @@ pub struct ConfigFile {
     pub http: HttpFile,
     /// The recon toolset's settings.
     pub recon: ReconFile,
+    /// Warm sandboxes.
+    pub pool: PoolFile,
     /// Named profiles (override or extend the built-in ones).
     pub profiles: BTreeMap<String, ProfileFile>,
 }
@@ -226,6 +251,7 @@ impl Default for ConfigFile {
             workspace_max_bytes: 512 << 20,
             http: HttpFile::default(),
             recon: ReconFile::default(),
+            pool: PoolFile::default(),
             profiles: BTreeMap::new(),
         }
     }
@@ -346,11 +372,19 @@ impl ConfigFile {
         let settings = ConfigFile {
             max_concurrent_calls: self.max_concurrent_calls.max(1),
             audit_max_bytes: self.audit_max_bytes.max(4096),
+            pool: PoolFile {
+                size: self.pool.size.min(MAX_POOL),
+                max_waiting: self.pool.max_waiting.min(MAX_POOL),
+                idle_timeout_s: self.pool.idle_timeout_s.clamp(1, 86_400),
+            },
             ..self
         };
         Ok(Config { profile, settings })
     }
 }
+
+/// Most prepared sandboxes per policy, and waiting at once (each is two processes).
+const MAX_POOL: usize = 64;
 
 /// The `[recon]` table: targets parse, the numbers are sane, and a profile that offers recon
 /// tools has targets to aim them at.

@@ -14,6 +14,7 @@ pub mod config;
 mod http;
 pub mod leftovers;
 pub mod metrics;
+pub mod pool;
 mod quota;
 pub mod server;
 pub mod snapshots;

@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
+use warden_jail::warm::Command;
 use warden_jail::{Outcome, Tmpfs};
 
 use super::{MAX_CODE_BYTES, MAX_STDIN_BYTES, Spec, ToolError, parse, run_output_schema};
@@ -23,7 +24,7 @@ const PY_BOOTSTRAP: &str = r#"
 import ast, json, os, sys
 marker = os.environ.pop("WARDEN_RESULT_MARKER", "")
 deny = set(json.loads(os.environ.pop("WARDEN_PY_DENY", "[]")))
-src = open("/run/warden/main.py", encoding="utf-8").read()
+src = open(os.environ.pop("WARDEN_PY_MAIN"), encoding="utf-8").read()
 sys.argv = ["main.py"] + sys.argv[1:]
 tree = ast.parse(src, "main.py")
 if deny:
@@ -158,16 +159,18 @@ struct PythonArgs {
     timeout_s: Option<f64>,
 }
 
-/// Run `argv` in the jail under `policy`, killing it if the call is cancelled.
+/// Run `cmd` in the jail under `policy` (a prepared sandbox when the pool has one), killing
+/// it if the call is cancelled.
 pub(super) async fn jailed(
     cx: &CallContext,
     policy: warden_jail::Policy,
-    argv: Vec<String>,
-    stdin: Vec<u8>,
+    cmd: Command,
 ) -> Result<Outcome, ToolError> {
-    let jail = cx.shared().jail.clone();
+    let pool = cx.shared().pool.clone();
+    // A session's own workspace (and so its sandboxes) goes with it; a shared one does not.
+    let owner = (!cx.shared().config.settings.shared_workspace).then(|| cx.session.id.clone());
     let mut running =
-        tokio::task::spawn_blocking(move || jail.start_capture(&policy, &argv, &stdin))
+        tokio::task::spawn_blocking(move || pool.start(&policy, &cmd, owner.as_deref()))
             .await
             .map_err(|e| ToolError::Internal(e.to_string()))??;
     let killer = running.killer();
@@ -185,6 +188,26 @@ pub(super) async fn jailed(
 fn timeout(cx: &CallContext, asked: Option<f64>) -> f64 {
     let p = &cx.shared().config.profile;
     asked.unwrap_or(p.default_timeout_s).min(p.max_timeout_s)
+}
+
+/// The session's policy for commands, and a command whose limits follow `timeout_s` (the
+/// limits travel with the command, so every call of a session shares one prepared policy).
+fn call(
+    cx: &CallContext,
+    timeout_s: Option<f64>,
+    argv: Vec<String>,
+    stdin: Option<String>,
+) -> Result<(warden_jail::Policy, Command), ToolError> {
+    let policy = cx.policy(cx.shared().config.profile.default_timeout_s)?;
+    let timed = cx.policy(timeout(cx, timeout_s))?;
+    let cmd = Command {
+        argv,
+        stdin: stdin.unwrap_or_default().into_bytes(),
+        wall_time_ms: Some(timed.limits.wall_time_ms),
+        cpu_time_ms: Some(timed.limits.cpu_time_ms),
+        ..Command::default()
+    };
+    Ok((policy, cmd))
 }
 
 /// A run that left its workspace full hit the disk quota (when no other limit ended it).
@@ -243,8 +266,8 @@ pub(super) async fn run_command(args: Value, cx: &CallContext) -> Result<Value, 
             ));
         }
     };
-    let policy = cx.policy(timeout(cx, a.timeout_s))?;
-    let o = jailed(cx, policy, argv, a.stdin.unwrap_or_default().into_bytes()).await?;
+    let (policy, cmd) = call(cx, a.timeout_s, argv, a.stdin)?;
+    let o = jailed(cx, policy, cmd).await?;
     let (out, err) = (
         String::from_utf8_lossy(&o.stdout).into_owned(),
         String::from_utf8_lossy(&o.stderr).into_owned(),
@@ -257,11 +280,11 @@ pub(super) async fn run_command(args: Value, cx: &CallContext) -> Result<Value, 
 pub(super) async fn run_python(args: Value, cx: &CallContext) -> Result<Value, ToolError> {
     let a: PythonArgs = parse(args)?;
     let shared = cx.shared();
-    // The program goes in a private directory of ours, bound read-only into the jail.
-    let dir = shared.state_dir().join(format!("py-{}", cx.call_id));
-    let write =
-        std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(dir.join("main.py"), &a.code));
-    if let Err(e) = write {
+    // The program goes in the session's own directory of ours, bound read-only into the jail
+    // (one folder per session, so every call of the session has the same policy).
+    let dir = cx.session.python_dir()?;
+    let file = dir.join(format!("{}.py", cx.call_id));
+    if let Err(e) = std::fs::write(&file, &a.code) {
         return Err(ToolError::Internal(format!("staging the program: {e}")));
     }
     let marker = format!(
@@ -269,32 +292,35 @@ pub(super) async fn run_python(args: Value, cx: &CallContext) -> Result<Value, T
         cx.call_id,
         shared.started.elapsed().as_nanos()
     );
-    let mut policy = cx.policy(timeout(cx, a.timeout_s))?;
-    policy.binds.push(warden_jail::Bind {
-        source: dir.clone(),
-        target: Some(PY_DIR.into()),
-        writable: false,
-    });
-    policy
-        .tmpfs
-        .retain(|t: &Tmpfs| t.target.as_os_str() != PY_DIR);
-    policy
-        .env
-        .insert("WARDEN_RESULT_MARKER".into(), marker.clone());
-    let deny = serde_json::to_string(&shared.config.profile.python_denylist).unwrap_or_default();
-    policy.env.insert("WARDEN_PY_DENY".into(), deny);
-    policy
-        .env
-        .insert("PYTHONDONTWRITEBYTECODE".into(), "1".into());
     let mut argv = vec![
         "python3".to_owned(),
         "-c".to_owned(),
         PY_BOOTSTRAP.to_owned(),
     ];
     argv.extend(a.args);
+    let (mut policy, mut cmd) = call(cx, a.timeout_s, argv, a.stdin)?;
+    policy.binds.push(warden_jail::Bind {
+        source: dir,
+        target: Some(PY_DIR.into()),
+        writable: false,
+    });
+    policy
+        .tmpfs
+        .retain(|t: &Tmpfs| t.target.as_os_str() != PY_DIR);
+    let deny = serde_json::to_string(&shared.config.profile.python_denylist).unwrap_or_default();
+    policy.env.insert("WARDEN_PY_DENY".into(), deny);
+    policy
+        .env
+        .insert("PYTHONDONTWRITEBYTECODE".into(), "1".into());
+    cmd.env
+        .insert("WARDEN_RESULT_MARKER".into(), marker.clone());
+    cmd.env.insert(
+        "WARDEN_PY_MAIN".into(),
+        format!("{PY_DIR}/{}.py", cx.call_id),
+    );
     let started = Instant::now();
-    let outcome = jailed(cx, policy, argv, a.stdin.unwrap_or_default().into_bytes()).await;
-    let _ = std::fs::remove_dir_all(&dir);
+    let outcome = jailed(cx, policy, cmd).await;
+    let _ = std::fs::remove_file(&file);
     let o = outcome?;
     tracing::debug!(ms = started.elapsed().as_millis(), "run_python");
     let mut stderr = String::from_utf8_lossy(&o.stderr).into_owned();

@@ -12,8 +12,9 @@ pub(super) fn spec(name: &str) -> Option<Spec> {
         "sandbox_metrics" => Some(Spec {
             name: "sandbox_metrics",
             title: "Sandbox metrics",
-            description: "Calls, errors and p50/p95 duration per tool, limits hit, uptime, and \
-                          the sizes of this session's workspace and snapshot store."
+            description: "Calls, errors and p50/p95 duration per tool, limits hit, uptime, the \
+                          sizes of this session's workspace and snapshot store, and the warm \
+                          sandbox pool (waiting sandboxes, their processes and memory, hits)."
                 .into(),
             input: json!({ "type": "object", "properties": {}, "additionalProperties": false }),
             output: json!({
@@ -24,9 +25,10 @@ pub(super) fn spec(name: &str) -> Option<Spec> {
                     "limits_hit": { "type": "object" },
                     "workspace_bytes": { "type": "integer" },
                     "snapshot_bytes": { "type": "integer" },
-                    "profile": { "type": "string" }
+                    "profile": { "type": "string" },
+                    "pool": { "type": "object" }
                 },
-                "required": ["uptime_s", "tools", "limits_hit", "workspace_bytes", "snapshot_bytes", "profile"]
+                "required": ["uptime_s", "tools", "limits_hit", "workspace_bytes", "snapshot_bytes", "profile", "pool"]
             }),
             read_only: true,
             destructive: false,
@@ -103,14 +105,16 @@ pub(super) async fn sandbox_metrics(cx: &CallContext) -> Result<Value, ToolError
         Ok((_, crate::quota::Backing::Image)) => "disk_image",
         _ => "none",
     };
-    let (workspace_bytes, snapshot_bytes) = tokio::task::spawn_blocking(move || {
+    let pool = shared.pool.clone();
+    let (workspace_bytes, snapshot_bytes, pool) = tokio::task::spawn_blocking(move || {
         (
             ws.map_or(0, |w| tree_bytes(&w)),
             store.map_or(0, |s| s.bytes()),
+            pool.report(),
         )
     })
     .await
-    .unwrap_or((0, 0));
+    .unwrap_or((0, 0, Value::Null));
     Ok(json!({
         "uptime_s": shared.started.elapsed().as_secs(),
         "tools": tools,
@@ -121,6 +125,7 @@ pub(super) async fn sandbox_metrics(cx: &CallContext) -> Result<Value, ToolError
                                  .then_some(shared.config.settings.workspace_max_bytes) },
         "snapshot_bytes": snapshot_bytes,
         "profile": shared.config.profile.name,
+        "pool": pool,
     }))
 }
 

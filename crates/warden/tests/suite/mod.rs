@@ -9,6 +9,7 @@ mod inconclusive;
 mod jail_api;
 mod limits;
 mod observe;
+mod pool;
 mod projects;
 mod real_servers;
 mod recon;

@@ -176,7 +176,11 @@ async fn run(job: Job, program: &toolbox::Program, cx: &CallContext) -> Result<V
         .join(format!("recon-{}", cx.call_id));
     make_out_dir(&out).map_err(|e| ToolError::Internal(format!("output folder: {e}")))?;
     let policy = policy(cx, &job, program, &out);
-    let outcome = super::exec::jailed(cx, policy, job.argv.clone(), Vec::new()).await;
+    let cmd = warden_jail::warm::Command {
+        argv: job.argv.clone(),
+        ..warden_jail::warm::Command::default()
+    };
+    let outcome = super::exec::jailed(cx, policy, cmd).await;
     let file = job.out_file.map(|f| read_capped(&out.join(f)));
     remove_tree(&out);
     let o = outcome?;
