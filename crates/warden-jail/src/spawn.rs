@@ -212,6 +212,7 @@ impl Jail {
             stdin: None,
             stdout: None,
             stderr: None,
+            reaped: false,
         })
     }
 
@@ -259,6 +260,7 @@ impl Jail {
             child,
             lifeline: Killer(Arc::new(Mutex::new(Some(lifeline)))),
             result,
+            reaped: false,
         })
     }
 }
@@ -294,6 +296,7 @@ impl Warm {
             stdin: None,
             stdout: None,
             stderr: None,
+            reaped: false,
         })
     }
 
@@ -348,6 +351,8 @@ pub struct Running {
     pub stderr: Option<ChildStderr>,
     /// Traced runs: the live event stream and the window control.
     pub trace: Option<TraceLink>,
+    /// The helper was handed to a background reaper.
+    reaped: bool,
 }
 
 /// Longest event data sent on the trace link's control side (the supervisor drops lines over
@@ -660,7 +665,13 @@ impl Running {
             Err(_) => Err(JailError::Protocol("ended without an outcome")),
         };
         self.lifeline.kill();
-        let _ = self.child.wait();
+        if self.trace.is_some() {
+            let _ = self.child.wait();
+        } else {
+            // The helper has replied; what it still does (the jail's mount namespace goes
+            // after the reply) is not the caller's wait. It is reaped in the background.
+            self.reap_later();
+        }
         // A traced run's events came over the trace link: the outcome carries them too, once
         // the helper (gone now) has closed it.
         outcome.map(|mut o| {
@@ -686,12 +697,32 @@ impl Running {
     }
 }
 
+impl Running {
+    /// Reap the helper on another thread (once: the flag keeps `Drop` from waiting on a pid
+    /// that may have been reused by then).
+    fn reap_later(&mut self) {
+        if self.reaped {
+            return;
+        }
+        self.reaped = true;
+        if let Ok(Some(_)) = self.child.try_wait() {
+            return;
+        }
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.child.id()).unwrap_or(i32::MAX));
+        std::thread::spawn(move || {
+            let _ = nix::sys::wait::waitpid(pid, None);
+        });
+    }
+}
+
 impl Drop for Running {
     fn drop(&mut self) {
         // Closing the lifeline makes the helper kill the tree; reap the helper so it does not
         // linger as a zombie. The tree's death does not depend on this running.
         self.lifeline.kill();
-        let _ = self.child.wait();
+        if !self.reaped {
+            let _ = self.child.wait();
+        }
     }
 }
 
@@ -745,6 +776,8 @@ pub fn helper_main() -> i32 {
         .and_then(|()| write_frame(&mut out, &reply.1))
         .and_then(|()| write_frame(&mut out, &reply.2))
         .and_then(|()| out.flush());
+    drop(out);
+    crate::supervisor::after_reply();
     i32::from(sent.is_err())
 }
 

@@ -158,6 +158,23 @@ struct Running {
     proc: ProcSource,
     /// A prepared run's end of the sync socket, until its command is forwarded.
     sync: Option<OwnedFd>,
+    /// The jail's mount namespace, held until the outcome is out.
+    mount_ns: Option<OwnedFd>,
+}
+
+/// Namespaces whose teardown waits until the outcome has been sent.
+static AFTER_REPLY: std::sync::Mutex<Vec<OwnedFd>> = std::sync::Mutex::new(Vec::new());
+
+/// Release what a finished run kept for after its outcome was sent (its mount namespace, whose
+/// teardown waits for an RCU grace period). Called by the helper once it has replied; a
+/// process that never calls it releases them when it exits.
+pub fn after_reply() {
+    let held = std::mem::take(
+        &mut *AFTER_REPLY
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    );
+    drop(held);
 }
 
 /// Why the supervisor ended the run.
@@ -433,7 +450,14 @@ fn start(req: &Request, policy: &Policy, hub: Option<Arc<Hub>>) -> Result<Runnin
             return Err(JailError::from(f));
         }
     };
+    // Held by us, the jail's mount namespace outlives its init: the init's exit does not wait
+    // for the whole tree to be unmounted (an RCU grace period), and the outcome goes out
+    // first; the namespace goes after the reply (see [`after_reply`]).
+    let mount_ns = std::fs::File::open(format!("/proc/{init_pid}/ns/mnt"))
+        .ok()
+        .map(OwnedFd::from);
     Ok(Running {
+        mount_ns,
         init: init_pid,
         caller_signal: None,
         tracing,
@@ -927,6 +951,12 @@ fn finish(
     let phase = |name: &str| log_phase(r.started, name);
     phase("init exited");
     let _ = nix::sys::wait::waitpid(r.init, None);
+    if let Some(ns) = r.mount_ns.take() {
+        AFTER_REPLY
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(ns);
+    }
     let cap = policy.limits.output_bytes;
     let before = [&r.stdout, &r.stderr].map(|o| o.as_ref().map_or(0, |o| o.kept.len()));
     drain(&mut r.stdout, cap);
