@@ -3,7 +3,8 @@
 //! A call's sandbox is taken from the pool when one prepared for exactly its policy is
 //! waiting (the key is the whole policy but its wall and CPU limits, which travel with the
 //! command), and started from nothing otherwise; either way a replacement is prepared in the
-//! background, so the next call of the same session finds one. Guarantees:
+//! background once the call's run has ended (preparing it never competes with the call for
+//! the CPU), so the next call of the same session finds one. Guarantees:
 //! - a prepared sandbox runs one command and is destroyed with it (see `warden_jail::warm`):
 //!   nothing one call leaves behind reaches another;
 //! - a sandbox is only handed to a call whose policy is the one it was prepared for (same
@@ -106,19 +107,21 @@ impl Pool {
     }
 
     /// Start `cmd` under `policy` for `owner` (a session whose sandboxes go with it; `None`
-    /// for sandboxes any session with this policy may use). Blocking.
+    /// for sandboxes any session with this policy may use). Blocking. The replacement is
+    /// prepared when the returned [`Refill`] is dropped: keep it until the run has ended, so
+    /// that preparing the next sandbox never competes with this call for the CPU.
     pub fn start(
         self: &Arc<Self>,
         policy: &Policy,
         cmd: &Command,
         owner: Option<&str>,
-    ) -> Result<Running, JailError> {
+    ) -> (Result<Running, JailError>, Refill) {
         // Traced runs (recon) are never prepared ahead: their first event names the command.
         // Nor are runs with protected paths (lasting workspaces): their placeholders and
         // read-only binds are planned from the workspace as it is when the run starts, and a
         // waiting sandbox's plan would be stale by the time of its call.
         if !self.enabled() || policy.traced() || policy.protect {
-            return self.cold(policy, cmd);
+            return (self.cold(policy, cmd), Refill(None));
         }
         let k = key(policy);
         let (warm, stale) = self.take(&k, owner);
@@ -133,8 +136,13 @@ impl Pool {
                 self.cold(policy, cmd)
             }
         };
-        self.refill(k, policy, owner);
-        running
+        let refill = Refill(Some((
+            Arc::clone(self),
+            k,
+            policy.clone(),
+            owner.map(str::to_owned),
+        )));
+        (running, refill)
     }
 
     fn cold(&self, policy: &Policy, cmd: &Command) -> Result<Running, JailError> {
@@ -173,7 +181,7 @@ impl Pool {
     }
 
     /// Prepare one more sandbox for `key` in the background, if there is room.
-    fn refill(self: &Arc<Self>, key: String, policy: &Policy, owner: Option<&str>) {
+    fn refill(self: &Arc<Self>, key: String, policy: Policy, owner: Option<String>) {
         {
             let mut st = self.state();
             let waiting: usize = st
@@ -190,8 +198,6 @@ impl Pool {
             slot.preparing += 1;
         }
         let pool = Arc::downgrade(self);
-        let policy = policy.clone();
-        let owner = owner.map(str::to_owned);
         std::thread::spawn(move || {
             let Some(pool) = pool.upgrade() else { return };
             let prepared = pool.jail.prepare(&policy);
@@ -291,6 +297,20 @@ impl Pool {
             "misses": self.misses.load(Ordering::Relaxed),
             "discarded": self.discarded.load(Ordering::Relaxed),
         })
+    }
+}
+
+/// A replacement to prepare once the call that took a sandbox no longer needs the CPU (on
+/// drop; nothing when the run was not one the pool serves).
+#[must_use = "the replacement is prepared when this is dropped"]
+#[derive(Debug)]
+pub struct Refill(Option<(Arc<Pool>, String, Policy, Option<String>)>);
+
+impl Drop for Refill {
+    fn drop(&mut self) {
+        if let Some((pool, key, policy, owner)) = self.0.take() {
+            pool.refill(key, policy, owner);
+        }
     }
 }
 

@@ -169,10 +169,12 @@ pub(super) async fn jailed(
     let pool = cx.shared().pool.clone();
     // A session's own workspace (and so its sandboxes) goes with it; a shared one does not.
     let owner = (!cx.shared().config.settings.shared_workspace).then(|| cx.session.id.clone());
-    let mut running =
+    // The replacement sandbox is prepared after the run (when `_refill` goes), not during it.
+    let (started, _refill) =
         tokio::task::spawn_blocking(move || pool.start(&policy, &cmd, owner.as_deref()))
             .await
-            .map_err(|e| ToolError::Internal(e.to_string()))??;
+            .map_err(|e| ToolError::Internal(e.to_string()))?;
+    let mut running = started?;
     let killer = running.killer();
     let mut wait = tokio::task::spawn_blocking(move || running.wait());
     tokio::select! {
