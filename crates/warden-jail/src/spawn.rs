@@ -218,12 +218,12 @@ impl Jail {
 
     /// Prepare a jail for `policy` ahead of its command (see [`crate::warm`]): the returned
     /// [`Warm`] is set up in the background and runs the one [`crate::warm::Command`] given to
-    /// [`Warm::start`], in capture mode. Traced policies cannot be prepared.
+    /// [`Warm::start`], in capture mode. Traced policies cannot be prepared, nor policies that
+    /// protect paths in the workspace (their read-only binds are planned from the workspace as
+    /// it is when the jail is set up, and would be stale by the time of the command).
     pub fn prepare(&self, policy: &Policy) -> Result<Warm, JailError> {
-        if policy.traced() {
-            return Err(JailError::BadCommand(
-                "a traced run cannot be prepared ahead",
-            ));
+        if let Some(why) = crate::warm::unpreparable(policy) {
+            return Err(JailError::BadCommand(why));
         }
         let req = Request {
             policy: policy.clone(),
@@ -625,7 +625,8 @@ impl Running {
         self.lifeline.clone()
     }
 
-    /// Host pid of the helper (the supervisor of this run).
+    /// Host pid of the helper (the supervisor of this run); meaningful until [`Running::wait`]
+    /// has returned (the helper is then reaped in the background and its pid may be reused).
     pub fn supervisor_pid(&self) -> u32 {
         self.child.id()
     }
@@ -704,14 +705,21 @@ impl Running {
         if self.reaped {
             return;
         }
-        self.reaped = true;
         if let Ok(Some(_)) = self.child.try_wait() {
+            self.reaped = true;
             return;
         }
         let pid = nix::unistd::Pid::from_raw(i32::try_from(self.child.id()).unwrap_or(i32::MAX));
-        std::thread::spawn(move || {
-            let _ = nix::sys::wait::waitpid(pid, None);
-        });
+        let reaper = std::thread::Builder::new()
+            .name("warden-reap".into())
+            .spawn(move || {
+                let _ = nix::sys::wait::waitpid(pid, None);
+            });
+        // Without a thread, reap it here (and `Drop` must then not wait again).
+        if reaper.is_err() {
+            let _ = self.child.wait();
+        }
+        self.reaped = true;
     }
 }
 

@@ -226,10 +226,8 @@ pub fn supervise_with(
 ) -> Result<Outcome, JailError> {
     req.policy.validate()?;
     if req.deferred {
-        if req.policy.traced() {
-            return Err(JailError::BadCommand(
-                "a traced run cannot be prepared ahead",
-            ));
+        if let Some(why) = crate::warm::unpreparable(&req.policy) {
+            return Err(JailError::BadCommand(why));
         }
         if lifeline.is_none() || req.io != IoMode::Capture {
             return Err(JailError::BadCommand(
@@ -273,7 +271,7 @@ pub fn supervise_with(
         let mut policy = policy.clone();
         if req.deferred
             && let Some(lifeline) = lifeline
-            && let Err(e) = release(&mut running, &mut policy, lifeline)
+            && let Err(e) = release(&mut running, &mut policy, lifeline, sfd.as_fd())
         {
             let _ = kill(running.init, Signal::SIGKILL);
             let _ = finish(running, &policy, Some(Stop::Killed(None)), &old_mask);
@@ -474,18 +472,19 @@ fn start(req: &Request, policy: &Policy, hub: Option<Arc<Hub>>) -> Result<Runnin
 }
 
 /// A prepared run: wait for its command, check it, and give it to the waiting init. The
-/// run's clock starts now. Without a command (the caller let go, or the init failed), the
-/// watch that follows ends the run and says why.
+/// run's clock starts now. Without a command (the caller let go, the init failed, or a
+/// termination signal came), the watch that follows ends the run and says why.
 fn release(
     r: &mut Running,
     policy: &mut Policy,
     lifeline: BorrowedFd<'_>,
+    sfd: BorrowedFd<'_>,
 ) -> Result<(), JailError> {
     let bad = |e: std::io::Error| {
         tracing::debug!(error = %e, "prepared run: no usable command");
         JailError::Protocol("the command for a prepared run was malformed")
     };
-    let Some(cmd) = crate::warm::receive(lifeline, r.pidfd.as_fd()).map_err(bad)? else {
+    let Some(cmd) = crate::warm::receive(lifeline, r.pidfd.as_fd(), sfd).map_err(bad)? else {
         return Ok(());
     };
     if cmd.argv.is_empty() {
@@ -519,8 +518,13 @@ fn release(
     r.stdin.buf = cmd.stdin;
     r.stdin.close_if_done();
     if let Some(sync) = r.sync.take() {
-        // A failed write means the init is gone: the watch reads why.
-        let _ = crate::warm::forward(&sync, &release);
+        // Too long is refused before anything is written; any other failed write means the
+        // init is gone, and the watch reads why.
+        if let Err(Errno::E2BIG | Errno::EINVAL) = crate::warm::forward(&sync, &release) {
+            return Err(JailError::BadCommand(
+                "the command line and environment are too long for a prepared run",
+            ));
+        }
     }
     Ok(())
 }

@@ -13,7 +13,8 @@
 //! command leaves behind (files outside the workspace, processes, IPC objects, cgroup counters,
 //! inotify watches) can reach another command. The command cannot change the policy: only the
 //! command line, extra environment variables and the wall and CPU time limits travel with it.
-//! Traced runs are never prepared ahead (their first event names the command line).
+//! Traced runs are never prepared ahead (their first event names the command line), nor runs
+//! that protect workspace paths (see [`unpreparable`]).
 
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -22,6 +23,7 @@ use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{SetupFailure, Stage};
+use crate::policy::Policy;
 use crate::protocol::{MAX_JSON_FRAME, read_frame};
 use crate::spawn::MAX_STDIN;
 
@@ -47,6 +49,18 @@ pub struct Command {
     pub cpu_time_ms: Option<u64>,
 }
 
+/// Why `policy` cannot be prepared ahead of its command, if it cannot: a traced run's first
+/// event names the command, and protected paths are planned from the workspace as it is when
+/// the jail is set up (a placeholder or read-only bind planned early would be stale).
+pub(crate) fn unpreparable(policy: &Policy) -> Option<&'static str> {
+    if policy.traced() {
+        return Some("a traced run cannot be prepared ahead");
+    }
+    let writable_roots = policy.workspace.is_some() || policy.binds.iter().any(|b| b.writable);
+    (policy.protect && writable_roots)
+        .then_some("a run that protects workspace paths cannot be prepared ahead")
+}
+
 /// What the supervisor forwards to the waiting init.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct Release {
@@ -55,17 +69,20 @@ pub(crate) struct Release {
     pub cpu_time_ms: u64,
 }
 
-/// Supervisor: wait until the caller sends the command or the init goes away (a set-up
-/// failure). `Ok(None)`: no command will come (the lifeline closed, or the init is gone);
-/// the ordinary watch then ends the run and reports why.
+/// Supervisor: wait until the caller sends the command, the init goes away (a set-up
+/// failure) or a termination signal arrives on `signals` (left unread there, for the watch).
+/// `Ok(None)`: no command will come (the lifeline closed, the init is gone, or a signal); the
+/// ordinary watch then ends the run and reports why.
 pub(crate) fn receive(
     lifeline: BorrowedFd<'_>,
     init: BorrowedFd<'_>,
+    signals: BorrowedFd<'_>,
 ) -> std::io::Result<Option<Command>> {
     loop {
         let mut fds = [
             PollFd::new(lifeline, PollFlags::POLLIN),
             PollFd::new(init, PollFlags::POLLIN),
+            PollFd::new(signals, PollFlags::POLLIN),
         ];
         match poll(&mut fds, PollTimeout::NONE) {
             Err(nix::errno::Errno::EINTR) => continue,
@@ -73,7 +90,7 @@ pub(crate) fn receive(
             Ok(_) => {}
         }
         let ready = |fd: &PollFd| fd.revents().is_some_and(|r| !r.is_empty());
-        if ready(&fds[1]) {
+        if ready(&fds[1]) || ready(&fds[2]) {
             return Ok(None);
         }
         if ready(&fds[0]) {

@@ -94,6 +94,22 @@ fn a_prepared_jail_reports_errors_as_a_cold_one_does() {
         ..Policy::default()
     };
     assert!(matches!(jail().prepare(&p), Err(JailError::BadCommand(_))));
+    // Nor are runs that protect workspace paths (their read-only binds would be stale).
+    let ws = tempfile::tempdir().unwrap();
+    let p = Policy {
+        protect: true,
+        workspace: Some(ws.path().to_owned()),
+        ..Policy::default()
+    };
+    assert!(matches!(jail().prepare(&p), Err(JailError::BadCommand(_))));
+    // A command too long to hand to the init is refused as such, not lost.
+    let warm = jail().prepare(&Policy::default()).unwrap();
+    let e = warm
+        .start(&cmd(&["echo", &"x".repeat(5 << 20)]))
+        .unwrap()
+        .wait()
+        .unwrap_err();
+    assert!(format!("{e:?}").contains("too long"), "{e:?}");
     // A NUL in the command is refused before anything runs.
     let warm = jail().prepare(&Policy::default()).unwrap();
     let e = warm
@@ -124,6 +140,25 @@ fn a_prepared_jail_dropped_unused_leaves_nothing_behind() {
     );
     // No process is left in a namespace with that host name.
     assert!(eventually(5, || host_processes_with(&marker).is_empty()));
+}
+
+/// A termination signal ends a waiting prepared jail as it ends a running one (its helper
+/// does not sit waiting for a command that will never come).
+#[test]
+fn a_waiting_prepared_jail_ends_on_a_termination_signal() {
+    let mut warm = jail().prepare(&Policy::default()).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(warm.alive());
+    let helper = warm.supervisor_pid().unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(helper).unwrap()),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    assert!(
+        eventually(5, || !warm.alive()),
+        "the waiting helper ignored SIGTERM"
+    );
 }
 
 /// What one command leaves behind is invisible to the next, each in its own prepared jail.
