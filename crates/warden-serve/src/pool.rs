@@ -20,7 +20,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Condvar, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -31,6 +31,8 @@ use crate::config::PoolFile;
 
 /// How often idle sandboxes are looked for.
 const SWEEP: Duration = Duration::from_secs(1);
+/// How long a session's end waits for sandboxes still being prepared for it.
+const FORGET_WAIT: Duration = Duration::from_secs(10);
 
 /// The pool of one server.
 #[derive(Debug)]
@@ -38,6 +40,8 @@ pub struct Pool {
     jail: Jail,
     settings: PoolFile,
     state: Mutex<State>,
+    /// Signalled when a preparation for a session has finished.
+    prepared: Condvar,
     hits: AtomicU64,
     misses: AtomicU64,
     discarded: AtomicU64,
@@ -49,6 +53,8 @@ struct State {
     /// Sessions whose sandboxes may still be kept (a sandbox prepared for a session that has
     /// ended is destroyed, not kept).
     live: HashSet<String>,
+    /// Sandboxes being prepared for each session (its end waits for them to be let go).
+    preparing_for: HashMap<String, usize>,
 }
 
 #[derive(Debug, Default)]
@@ -64,12 +70,13 @@ struct Waiting {
     owner: Option<String>,
 }
 
-/// The pool's key for `policy`: everything but the limits a command brings itself.
-fn key(policy: &Policy) -> String {
+/// The pool's key for `policy`: everything but the limits a command brings itself (`None`
+/// if it cannot be written out: such a run starts cold).
+fn key(policy: &Policy) -> Option<String> {
     let mut p = policy.clone();
     p.limits.wall_time_ms = 0;
     p.limits.cpu_time_ms = 0;
-    serde_json::to_string(&p).unwrap_or_default()
+    serde_json::to_string(&p).ok()
 }
 
 /// Destroy sandboxes away from the caller's path (each waits for its supervisor to finish).
@@ -87,6 +94,7 @@ impl Pool {
             jail,
             settings,
             state: Mutex::new(State::default()),
+            prepared: Condvar::new(),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             discarded: AtomicU64::new(0),
@@ -120,10 +128,10 @@ impl Pool {
         // Nor are runs with protected paths (lasting workspaces): their placeholders and
         // read-only binds are planned from the workspace as it is when the run starts, and a
         // waiting sandbox's plan would be stale by the time of its call.
-        if !self.enabled() || policy.traced() || policy.protect {
-            return (self.cold(policy, cmd), Refill(None));
-        }
-        let k = key(policy);
+        let k = match key(policy) {
+            Some(k) if self.enabled() && !policy.traced() && !policy.protect => k,
+            _ => return (self.cold(policy, cmd), Refill(None)),
+        };
         let (warm, stale) = self.take(&k, owner);
         discard(stale);
         let running = match warm {
@@ -196,36 +204,68 @@ impl Pool {
                 return;
             }
             slot.preparing += 1;
+            if let Some(o) = &owner {
+                *st.preparing_for.entry(o.clone()).or_default() += 1;
+            }
         }
-        let pool = Arc::downgrade(self);
+        let pool = Arc::clone(self);
         std::thread::spawn(move || {
-            let Some(pool) = pool.upgrade() else { return };
             let prepared = pool.jail.prepare(&policy);
             let mut st = pool.state();
             let keep = owner.as_ref().is_none_or(|o| st.live.contains(o));
             let slot = st.by_policy.entry(key).or_default();
             slot.preparing = slot.preparing.saturating_sub(1);
-            match prepared {
-                Ok(warm) if keep => slot.ready.push_back(Waiting {
-                    warm,
-                    since: Instant::now(),
-                    owner,
-                }),
-                Ok(warm) => {
-                    drop(st);
-                    drop(warm);
+            let unused = match prepared {
+                Ok(warm) if keep => {
+                    slot.ready.push_back(Waiting {
+                        warm,
+                        since: Instant::now(),
+                        owner: owner.clone(),
+                    });
+                    None
                 }
-                Err(e) => tracing::debug!(error = %e, "preparing a sandbox"),
+                Ok(warm) => Some(warm),
+                Err(e) => {
+                    tracing::debug!(error = %e, "preparing a sandbox");
+                    None
+                }
+            };
+            // A sandbox whose session ended meanwhile is torn down before that session's end
+            // (which waits for it, below) goes on to remove the workspace.
+            drop(st);
+            drop(unused);
+            if let Some(o) = owner {
+                let mut st = pool.state();
+                if let Some(n) = st.preparing_for.get_mut(&o) {
+                    *n = n.saturating_sub(1);
+                    if *n == 0 {
+                        st.preparing_for.remove(&o);
+                    }
+                }
+                pool.prepared.notify_all();
             }
         });
     }
 
-    /// A session ended: destroy its sandboxes now (before its workspace goes) and keep none
+    /// A session ended: destroy its sandboxes now (before its workspace goes), wait for the
+    /// ones being prepared for it to be let go (at most [`FORGET_WAIT`]), and keep none
     /// prepared for it later.
     pub fn forget(&self, owner: &str) {
         let gone: Vec<Waiting> = {
             let mut st = self.state();
             st.live.remove(owner);
+            let deadline = Instant::now() + FORGET_WAIT;
+            while st.preparing_for.contains_key(owner) {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                st = self
+                    .prepared
+                    .wait_timeout(st, left)
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0;
+            }
             let mut gone = Vec::new();
             for slot in st.by_policy.values_mut() {
                 let (theirs, others): (VecDeque<_>, VecDeque<_>) = slot
@@ -267,7 +307,9 @@ impl Pool {
 
     /// What `sandbox_metrics` says of the pool.
     pub fn report(&self) -> Value {
-        let (waiting, preparing, helpers) = {
+        // Read under the lock: a waiting sandbox's helper is not reaped while it is listed, so
+        // its pid cannot have been reused.
+        let (waiting, preparing, pids, memory) = {
             let st = self.state();
             let helpers: Vec<u32> = st
                 .by_policy
@@ -275,15 +317,15 @@ impl Pool {
                 .flat_map(|s| s.ready.iter().filter_map(|w| w.warm.supervisor_pid()))
                 .collect();
             let preparing: usize = st.by_policy.values().map(|s| s.preparing).sum();
-            (helpers.len(), preparing, helpers)
-        };
-        let (mut pids, mut memory) = (0u64, 0u64);
-        for pid in helpers {
-            for p in tree(pid) {
-                pids += 1;
-                memory += rss_bytes(p);
+            let (mut pids, mut memory) = (0u64, 0u64);
+            for pid in &helpers {
+                for p in tree(*pid) {
+                    pids += 1;
+                    memory += rss_bytes(p);
+                }
             }
-        }
+            (helpers.len(), preparing, pids, memory)
+        };
         json!({
             "enabled": self.enabled(),
             "size": self.settings.size,

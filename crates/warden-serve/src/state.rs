@@ -342,15 +342,6 @@ impl Session {
             .map_err(|e| ToolError::Internal(e.to_string()))
     }
 
-    /// The session's folder for `run_python`'s programs (in the server's private directory,
-    /// created on first use, removed with the session).
-    pub fn python_dir(&self) -> Result<PathBuf, ToolError> {
-        let dir = self.shared.state_dir().join(format!("py-{}", self.id));
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| ToolError::Internal(format!("staging the program: {e}")))?;
-        Ok(dir)
-    }
-
     /// The workspace if it exists already (no creation).
     pub fn existing_workspace(&self) -> Option<PathBuf> {
         self.workspace
@@ -363,7 +354,6 @@ impl Drop for Session {
     fn drop(&mut self) {
         // Its prepared sandboxes first: they hold its workspace.
         self.shared.pool.forget(&self.id);
-        let _ = std::fs::remove_dir_all(self.shared.state_dir().join(format!("py-{}", self.id)));
         // A session's own workspace goes with it; a shared one stays for the others.
         if !self.shared.config.settings.shared_workspace
             && let Some(Ok((path, _))) = self.workspace.get()

@@ -8,15 +8,12 @@ use std::time::Instant;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
+use warden_jail::Outcome;
 use warden_jail::warm::Command;
-use warden_jail::{Outcome, Tmpfs};
 
 use super::{MAX_CODE_BYTES, MAX_STDIN_BYTES, Spec, ToolError, parse, run_output_schema};
 use crate::config::Profile;
 use crate::state::CallContext;
-
-/// Where `run_python`'s program and bootstrap are mounted in the jail (read-only).
-const PY_DIR: &str = "/run/warden";
 
 /// Runs the user's program, returns the value of a final expression (or of `_`) on stderr
 /// behind a per-call marker, and applies the optional static pre-check first.
@@ -24,7 +21,15 @@ const PY_BOOTSTRAP: &str = r#"
 import ast, json, os, sys
 marker = os.environ.pop("WARDEN_RESULT_MARKER", "")
 deny = set(json.loads(os.environ.pop("WARDEN_PY_DENY", "[]")))
-src = open(os.environ.pop("WARDEN_PY_MAIN"), encoding="utf-8").read()
+# The program comes first on stdin (WARDEN_PY_LEN bytes, read unbuffered), the caller's own
+# stdin after it: it never touches a disk another call could read.
+size, buf = int(os.environ.pop("WARDEN_PY_LEN", "0")), bytearray()
+while len(buf) < size:
+    chunk = os.read(0, size - len(buf))
+    if not chunk:
+        break
+    buf += chunk
+src = bytes(buf).decode("utf-8")
 sys.argv = ["main.py"] + sys.argv[1:]
 tree = ast.parse(src, "main.py")
 if deny:
@@ -282,13 +287,6 @@ pub(super) async fn run_command(args: Value, cx: &CallContext) -> Result<Value, 
 pub(super) async fn run_python(args: Value, cx: &CallContext) -> Result<Value, ToolError> {
     let a: PythonArgs = parse(args)?;
     let shared = cx.shared();
-    // The program goes in the session's own directory of ours, bound read-only into the jail
-    // (one folder per session, so every call of the session has the same policy).
-    let dir = cx.session.python_dir()?;
-    let file = dir.join(format!("{}.py", cx.call_id));
-    if let Err(e) = std::fs::write(&file, &a.code) {
-        return Err(ToolError::Internal(format!("staging the program: {e}")));
-    }
     let marker = format!(
         "\u{1e}warden-result-{}-{}\u{1f}",
         cx.call_id,
@@ -301,14 +299,6 @@ pub(super) async fn run_python(args: Value, cx: &CallContext) -> Result<Value, T
     ];
     argv.extend(a.args);
     let (mut policy, mut cmd) = call(cx, a.timeout_s, argv, a.stdin)?;
-    policy.binds.push(warden_jail::Bind {
-        source: dir,
-        target: Some(PY_DIR.into()),
-        writable: false,
-    });
-    policy
-        .tmpfs
-        .retain(|t: &Tmpfs| t.target.as_os_str() != PY_DIR);
     let deny = serde_json::to_string(&shared.config.profile.python_denylist).unwrap_or_default();
     policy.env.insert("WARDEN_PY_DENY".into(), deny);
     policy
@@ -316,14 +306,13 @@ pub(super) async fn run_python(args: Value, cx: &CallContext) -> Result<Value, T
         .insert("PYTHONDONTWRITEBYTECODE".into(), "1".into());
     cmd.env
         .insert("WARDEN_RESULT_MARKER".into(), marker.clone());
-    cmd.env.insert(
-        "WARDEN_PY_MAIN".into(),
-        format!("{PY_DIR}/{}.py", cx.call_id),
-    );
+    cmd.env
+        .insert("WARDEN_PY_LEN".into(), a.code.len().to_string());
+    let mut stdin = a.code.into_bytes();
+    stdin.append(&mut cmd.stdin);
+    cmd.stdin = stdin;
     let started = Instant::now();
-    let outcome = jailed(cx, policy, cmd).await;
-    let _ = std::fs::remove_file(&file);
-    let o = outcome?;
+    let o = jailed(cx, policy, cmd).await?;
     tracing::debug!(ms = started.elapsed().as_millis(), "run_python");
     let mut stderr = String::from_utf8_lossy(&o.stderr).into_owned();
     let mut extra = serde_json::Map::new();
