@@ -204,16 +204,7 @@ impl Jail {
         };
         let stdio = [Stdio::null(), Stdio::null(), Stdio::null()];
         let (child, lifeline, result, trace) = self.start(&req, stdio)?;
-        Ok(Running {
-            trace,
-            child,
-            lifeline: Killer(Arc::new(Mutex::new(Some(lifeline)))),
-            result,
-            stdin: None,
-            stdout: None,
-            stderr: None,
-            reaped: false,
-        })
+        Ok(Running::captured(child, lifeline, result, trace))
     }
 
     /// Prepare a jail for `policy` ahead of its command (see [`crate::warm`]): the returned
@@ -288,16 +279,7 @@ impl Warm {
         };
         // A helper that is already gone (a set-up failure) left its reply: `wait` reads it.
         let _ = crate::warm::send(&mut lifeline, cmd);
-        Ok(Running {
-            trace: None,
-            child,
-            lifeline: Killer(Arc::new(Mutex::new(Some(lifeline)))),
-            result,
-            stdin: None,
-            stdout: None,
-            stderr: None,
-            reaped: false,
-        })
+        Ok(Running::captured(child, lifeline, result, None))
     }
 
     /// Whether the helper is still there (it exits early only when the set-up failed).
@@ -699,6 +681,20 @@ impl Running {
 }
 
 impl Running {
+    /// A run in capture mode (no pipes of its own: the outcome carries the output).
+    fn captured(child: Child, lifeline: File, result: File, trace: Option<TraceLink>) -> Running {
+        Running {
+            trace,
+            child,
+            lifeline: Killer(Arc::new(Mutex::new(Some(lifeline)))),
+            result,
+            stdin: None,
+            stdout: None,
+            stderr: None,
+            reaped: false,
+        }
+    }
+
     /// Reap the helper on another thread (once: the flag keeps `Drop` from waiting on a pid
     /// that may have been reused by then).
     fn reap_later(&mut self) {

@@ -73,6 +73,28 @@ pub fn sdk_python() -> PathBuf {
     real_servers().join("sdk/bin/python")
 }
 
+/// Run the SDK client `fixtures/mcp/<script>` with `args`: it must exit 0 with a last line
+/// `N passed, 0 failed` where N is at least `min`.
+pub fn assert_sdk_script(script: &str, args: &[&str], min: usize) {
+    let out = std::process::Command::new(sdk_python())
+        .arg(fixtures().join("mcp").join(script))
+        .args(args)
+        .output()
+        .expect("the SDK's python runs (./setup.sh installs it)");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last = stdout.lines().last().unwrap_or("");
+    let passed: usize = last
+        .split(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(
+        out.status.success() && last.ends_with(" 0 failed") && passed >= min,
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 pub fn attacks() -> PathBuf {
     fixtures().join("attacks")
 }

@@ -7,29 +7,9 @@ use std::process::{Command, Stdio};
 
 use super::common::*;
 
-fn client() -> String {
-    fixtures().join("mcp/pool_client.py").display().to_string()
-}
-
-/// Run the pool client; it must pass at least `min` checks and fail none.
+/// Run `fixtures/mcp/pool_client.py`; it must pass at least `min` checks and fail none.
 fn assert_client(args: &[&str], min: usize) {
-    let out = Command::new(sdk_python())
-        .arg(client())
-        .args(args)
-        .output()
-        .expect("the SDK's python runs (./setup.sh installs it)");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let last = stdout.lines().last().unwrap_or("");
-    let passed: usize = last
-        .split(' ')
-        .next()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0);
-    assert!(
-        out.status.success() && last.ends_with(" 0 failed") && passed >= min,
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_sdk_script("pool_client.py", args, min);
 }
 
 fn config(text: &str) -> (tempfile::TempDir, String) {

@@ -9,29 +9,9 @@ use std::time::Duration;
 
 use super::common::*;
 
-fn e2e_script() -> String {
-    fixtures().join("mcp/e2e_client.py").display().to_string()
-}
-
-/// Run the SDK client; it must report at least `min` passed checks and no failure.
+/// Run `fixtures/mcp/e2e_client.py`; it must pass at least `min` checks and fail none.
 fn assert_sdk_run(args: &[&str], min: usize) {
-    let out = Command::new(sdk_python())
-        .arg(e2e_script())
-        .args(args)
-        .output()
-        .expect("the SDK's python runs (./setup.sh installs it)");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let last = stdout.lines().last().unwrap_or("");
-    let passed: usize = last
-        .split(' ')
-        .next()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0);
-    assert!(
-        out.status.success() && last.ends_with(" 0 failed") && passed >= min,
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_sdk_script("e2e_client.py", args, min);
 }
 
 fn free_port() -> u16 {
