@@ -119,11 +119,16 @@ impl Shared {
             config.settings.audit_keep,
         )
         .map_err(io(&audit_path))?;
-        let exe = match helper {
-            Some(h) => h,
+        let exe = match &helper {
+            Some(h) => h.clone(),
             None => std::env::current_exe().map_err(io(Path::new("/proc/self/exe")))?,
         };
-        let jail = Jail::with_helper(exe.clone());
+        // The jail's helper: the one asked for, else the small `warden-jail` of this build
+        // beside us when there is one, else this binary.
+        let jail = match helper {
+            Some(h) => Jail::with_helper(h),
+            None => Jail::current_exe().unwrap_or_else(|_| Jail::with_helper(exe.clone())),
+        };
         let wants_recon = config
             .profile
             .tools

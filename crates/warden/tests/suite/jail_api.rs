@@ -85,3 +85,31 @@ fn interactive_mode_honours_the_wall_time() {
         .expect("ended");
     assert_eq!(o.limit_hit, Some(warden_jail::LimitKind::WallTime));
 }
+
+/// A helper of another build refuses the request (so a stale `warden-jail` that slipped past
+/// the caller's check never runs a policy it may not understand), and the small helper of
+/// this build runs it.
+#[test]
+fn a_helper_of_another_build_refuses_and_the_small_helper_runs() {
+    let small = env!("CARGO_BIN_EXE_warden-jail");
+    let o = Jail::with_helper(small)
+        .run(&Policy::default(), &argv(&["echo", "small"]), b"")
+        .unwrap();
+    assert_eq!(o.stdout, b"small\n");
+    let dir = tempfile::tempdir().unwrap();
+    let stale = dir.path().join("stale-helper");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        // The same helper, told it is another build (descriptors 3 and 4 pass through exec).
+        std::fs::write(
+            &stale,
+            format!("#!/bin/sh\nexec {small} \"$1\" 0000000000000000\n"),
+        )
+        .unwrap();
+        std::fs::set_permissions(&stale, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let e = Jail::with_helper(&stale)
+        .run(&Policy::default(), &argv(&["echo", "no"]), b"")
+        .unwrap_err();
+    assert!(format!("{e:?}").contains("another build"), "{e:?}");
+}

@@ -155,7 +155,20 @@ fn stdio_session_with(
     std::process::ChildStdin,
     BufReader<std::process::ChildStdout>,
 ) {
-    let mut child = Command::new(warden_bin())
+    stdio_session_of(warden_bin(), extra, env)
+}
+
+/// [`stdio_session_with`] of the `warden` binary at `bin`.
+fn stdio_session_of(
+    bin: impl AsRef<std::ffi::OsStr>,
+    extra: &[&str],
+    env: &[(&str, &std::path::Path)],
+) -> (
+    Child,
+    std::process::ChildStdin,
+    BufReader<std::process::ChildStdout>,
+) {
+    let mut child = Command::new(bin)
         .arg("serve")
         .args(extra)
         .envs(env.iter().copied())
@@ -1309,5 +1322,79 @@ pub fn a_root_the_server_does_not_own_is_refused() {
             0,
             "nothing made through the link"
         );
+    }
+}
+
+/// The server's children whose executable is `exe` (its jail helpers), looked for for a few
+/// seconds until there is one.
+fn helpers_of(server: u32, exe: &std::path::Path) -> Vec<u32> {
+    let mut found = Vec::new();
+    eventually(10, || {
+        let children = std::fs::read_dir(format!("/proc/{server}/task"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+            .flat_map(|l| {
+                l.split_whitespace()
+                    .filter_map(|p| p.parse::<u32>().ok())
+                    .collect::<Vec<_>>()
+            });
+        found = children
+            .filter(|p| std::fs::read_link(format!("/proc/{p}/exe")).is_ok_and(|e| e == exe))
+            .collect();
+        !found.is_empty()
+    });
+    found
+}
+
+/// `warden serve` starts the small `warden-jail` of its own build when it sits beside it (the
+/// pool's waiting sandboxes are its children), and never one of another build (a stale or
+/// foreign `warden-jail` is passed over and `warden` is its own helper).
+#[test]
+pub fn serve_uses_the_small_helper_of_its_own_build_only() {
+    assert_eq!(
+        Command::new(env!("CARGO_BIN_EXE_warden-jail"))
+            .arg("--build")
+            .output()
+            .unwrap()
+            .stdout
+            .trim_ascii(),
+        warden_jail::BUILD.as_bytes()
+    );
+    let place = |helper: Option<&str>| {
+        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        std::fs::hard_link(the_binary(), dir.path().join("warden")).unwrap();
+        let jail = dir.path().join("warden-jail");
+        match helper {
+            None => std::fs::hard_link(env!("CARGO_BIN_EXE_warden-jail"), &jail).unwrap(),
+            Some(script) => {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::write(&jail, script).unwrap();
+                std::fs::set_permissions(&jail, std::fs::Permissions::from_mode(0o755)).unwrap();
+            }
+        }
+        dir
+    };
+    let echo = r#"{"name":"run_command","arguments":{"argv":["echo","hi"]}}"#;
+    for (helper, small) in [
+        (None, true),
+        (Some("#!/bin/sh\necho 0123456789abcdef\n"), false),
+    ] {
+        let dir = place(helper);
+        let (mut child, mut stdin, mut stdout) =
+            stdio_session_of(dir.path().join("warden"), &[], &[]);
+        let v = request(&mut stdin, &mut stdout, 2, "tools/call", echo);
+        assert_eq!(tool_result(&v)["stdout"], "hi\n", "{v}");
+        let expected = dir
+            .path()
+            .join(if small { "warden-jail" } else { "warden" });
+        assert!(
+            !helpers_of(child.id(), &expected).is_empty(),
+            "no helper of the server is {}",
+            expected.display()
+        );
+        drop(stdin);
+        child.wait().unwrap();
     }
 }
