@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Start-up cost of the sandbox, side by side in one run (hyperfine, interleaved rounds):
 # warden run, bubblewrap, unshare (the namespace floor) and bare /bin/true. Prints medians and
-# ratios, then the interactive mode's time to first byte (cargo bench).
+# ratios, then the jail helper (the small warden-jail beside the whole warden re-executed):
+# spawn to first byte and the capture round trip (cargo bench).
 # Needs root and a Linux kernel with user namespaces; installs hyperfine and bubblewrap from apt.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,6 +1,7 @@
-//! Interactive mode, side by side in one run: time from `Jail::spawn` to the first byte of the
-//! child's stdout (what an MCP client waits for), against the whole capture-mode round trip
-//! (`Jail::run`) of the same command through the same helper. Prints medians and p95.
+//! The jail's helper, side by side in one run: time from `Jail::spawn` to the first byte of the
+//! child's stdout (interactive mode, what an MCP client waits for) and the whole capture-mode
+//! round trip (`Jail::run`), through the small `warden-jail` and through the whole `warden`
+//! re-executed. Prints medians, p95 and the ratios.
 //!
 //! Run with `cargo bench -p warden --bench interactive` (root, Linux).
 
@@ -18,50 +19,83 @@ fn percentile(sorted: &[Duration], p: usize) -> Duration {
     sorted[i]
 }
 
-fn measure(n: usize, mut f: impl FnMut() -> Duration) -> (Duration, Duration) {
-    for _ in 0..10 {
-        f();
-    }
-    let mut t: Vec<Duration> = (0..n).map(|_| f()).collect();
-    t.sort();
-    (percentile(&t, 50), percentile(&t, 95))
+/// Spawn to first stdout byte, and the whole capture round trip, through `jail`.
+fn round(jail: &Jail, n: usize) -> (Vec<Duration>, Vec<Duration>) {
+    let policy = Policy::default();
+    let argv: Vec<String> = ["echo", "hi"].iter().map(|s| s.to_string()).collect();
+    let first_byte = (0..n)
+        .map(|_| {
+            let start = Instant::now();
+            let mut running = jail.spawn(&policy, &argv).expect("spawn");
+            let mut byte = [0u8; 1];
+            running
+                .stdout
+                .as_mut()
+                .expect("stdout")
+                .read_exact(&mut byte)
+                .expect("first byte");
+            let took = start.elapsed();
+            running.wait().expect("wait");
+            took
+        })
+        .collect();
+    let capture = (0..n)
+        .map(|_| {
+            let start = Instant::now();
+            let o = jail.run(&policy, &argv, b"").expect("run");
+            assert_eq!(o.stdout, b"hi\n");
+            start.elapsed()
+        })
+        .collect();
+    (first_byte, capture)
 }
 
 fn main() {
-    let jail = Jail::with_helper(env!("CARGO_BIN_EXE_warden"));
-    let policy = Policy::default();
-    let argv: Vec<String> = ["echo", "hi"].iter().map(|s| s.to_string()).collect();
-    let n = 200;
-    let first_byte = measure(n, || {
-        let start = Instant::now();
-        let mut running = jail.spawn(&policy, &argv).expect("spawn");
-        let mut byte = [0u8; 1];
-        running
-            .stdout
-            .as_mut()
-            .expect("stdout")
-            .read_exact(&mut byte)
-            .expect("first byte");
-        let took = start.elapsed();
-        running.wait().expect("wait");
-        took
-    });
-    let capture = measure(n, || {
-        let start = Instant::now();
-        let o = jail.run(&policy, &argv, b"").expect("run");
-        assert_eq!(o.stdout, b"hi\n");
-        start.elapsed()
-    });
+    // The small helper (`warden-jail`, what `warden` starts when it sits beside it) and the
+    // whole `warden` re-executed, in alternating rounds.
+    let helpers = [
+        (
+            "warden-jail",
+            Jail::with_helper(env!("CARGO_BIN_EXE_warden-jail")),
+        ),
+        ("warden", Jail::with_helper(env!("CARGO_BIN_EXE_warden"))),
+    ];
+    let (rounds, n) = (4, 50);
+    let mut samples: Vec<(Vec<Duration>, Vec<Duration>)> = vec![Default::default(); 2];
+    for (_, jail) in &helpers {
+        round(jail, 10);
+    }
+    for _ in 0..rounds {
+        for (i, (_, jail)) in helpers.iter().enumerate() {
+            let (a, b) = round(jail, n);
+            samples[i].0.extend(a);
+            samples[i].1.extend(b);
+        }
+    }
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-    println!("interactive mode (helper re-exec, {n} runs each):");
+    let stats = |mut v: Vec<Duration>| {
+        v.sort();
+        (percentile(&v, 50), percentile(&v, 95))
+    };
     println!(
-        "  spawn -> first stdout byte   median {:6.2} ms   p95 {:6.2} ms",
-        ms(first_byte.0),
-        ms(first_byte.1)
+        "jail helper, `echo hi` ({} runs each, {rounds} alternating rounds):",
+        rounds * n
     );
+    let mut medians = Vec::new();
+    for ((name, _), (first, capture)) in helpers.iter().zip(samples) {
+        let (f, c) = (stats(first), stats(capture));
+        println!(
+            "  {name:12} spawn -> first stdout byte median {:6.2} ms p95 {:6.2} ms; capture round trip median {:6.2} ms p95 {:6.2} ms",
+            ms(f.0),
+            ms(f.1),
+            ms(c.0),
+            ms(c.1)
+        );
+        medians.push((f.0, c.0));
+    }
     println!(
-        "  capture run (whole round trip) median {:6.2} ms   p95 {:6.2} ms",
-        ms(capture.0),
-        ms(capture.1)
+        "  warden-jail / warden: first byte {:.2}x, capture {:.2}x",
+        ms(medians[0].0) / ms(medians[1].0),
+        ms(medians[0].1) / ms(medians[1].1)
     );
 }
