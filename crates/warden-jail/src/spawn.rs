@@ -354,26 +354,58 @@ pub struct Running {
 }
 
 /// `warden-jail` beside `exe`, if it is a regular file that is not a link, owned by `exe`'s
-/// owner, writable by nobody else, and says it is of this build (`warden-jail --build`, run
-/// once per process). Anything else (absent, stale from an earlier build, foreign) is not
+/// owner (root or us), writable by nobody else, in a folder nobody else may write to, and says
+/// it is of this build (`warden-jail --build`, run once per process, answered within
+/// [`PROBE_WAIT`]). Anything else (absent, stale from another build, foreign, slow) is not
 /// used: the caller's own binary is the helper then.
 fn sibling_helper(exe: &std::path::Path) -> Option<PathBuf> {
+    use std::io::Read;
     use std::os::unix::fs::MetadataExt;
     let path = exe.with_file_name(HELPER_BIN);
     let meta = std::fs::symlink_metadata(&path).ok()?;
     let own = std::fs::metadata(exe).ok()?;
-    if !meta.file_type().is_file() || meta.uid() != own.uid() || meta.mode() & 0o022 != 0 {
+    let dir = std::fs::metadata(path.parent()?).ok()?;
+    let trusted = |uid: u32| uid == 0 || uid == nix::unistd::geteuid().as_raw();
+    if !meta.file_type().is_file()
+        || meta.uid() != own.uid()
+        || !trusted(meta.uid())
+        || meta.mode() & 0o022 != 0
+        || !trusted(dir.uid())
+        || dir.mode() & 0o022 != 0
+    {
         return None;
     }
-    let out = Command::new(&path)
+    let mut child = Command::new(&path)
         .arg("--build")
         .env_clear()
         .stdin(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::null())
-        .output()
+        .spawn()
         .ok()?;
-    (out.status.success() && out.stdout.trim_ascii() == BUILD.as_bytes()).then_some(path)
+    let mut out = child.stdout.take()?;
+    let mut answer = [0u8; 64];
+    let mut got = 0;
+    let deadline = std::time::Instant::now() + PROBE_WAIT;
+    while got < answer.len() {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let ms = u16::try_from(left.as_millis()).unwrap_or(u16::MAX);
+        let mut fds = [PollFd::new(out.as_fd(), PollFlags::POLLIN)];
+        if ms == 0 || !matches!(poll(&mut fds, PollTimeout::from(ms)), Ok(n) if n > 0) {
+            break;
+        }
+        match out.read(&mut answer[got..]) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got += n,
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    (answer[..got].trim_ascii() == BUILD.as_bytes()).then_some(path)
 }
+
+/// How long `warden-jail --build` may take to answer.
+const PROBE_WAIT: Duration = Duration::from_secs(2);
 
 /// Longest event data sent on the trace link's control side (the supervisor drops lines over
 /// 1 MiB, and a dropped record would never be answered).

@@ -1362,26 +1362,34 @@ pub fn serve_uses_the_small_helper_of_its_own_build_only() {
             .trim_ascii(),
         warden_jail::BUILD.as_bytes()
     );
-    let place = |helper: Option<&str>| {
+    // The helper beside the copy of `warden`: this build's (linked), or a copy of it that its
+    // group may write, or a script.
+    let place = |helper: Option<&str>, mode: u32| {
+        use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
         std::fs::hard_link(the_binary(), dir.path().join("warden")).unwrap();
         let jail = dir.path().join("warden-jail");
         match helper {
-            None => std::fs::hard_link(env!("CARGO_BIN_EXE_warden-jail"), &jail).unwrap(),
-            Some(script) => {
-                use std::os::unix::fs::PermissionsExt;
-                std::fs::write(&jail, script).unwrap();
-                std::fs::set_permissions(&jail, std::fs::Permissions::from_mode(0o755)).unwrap();
+            None if mode == 0o755 => {
+                std::fs::hard_link(env!("CARGO_BIN_EXE_warden-jail"), &jail).unwrap();
             }
+            None => {
+                std::fs::copy(env!("CARGO_BIN_EXE_warden-jail"), &jail).unwrap();
+            }
+            Some(script) => std::fs::write(&jail, script).unwrap(),
         }
+        std::fs::set_permissions(&jail, std::fs::Permissions::from_mode(mode)).unwrap();
         dir
     };
     let echo = r#"{"name":"run_command","arguments":{"argv":["echo","hi"]}}"#;
-    for (helper, small) in [
-        (None, true),
-        (Some("#!/bin/sh\necho 0123456789abcdef\n"), false),
+    for (helper, mode, small) in [
+        (None, 0o755, true),
+        // Another build's answer, a group-writable helper, one that never answers.
+        (Some("#!/bin/sh\necho 0123456789abcdef\n"), 0o755, false),
+        (None, 0o775, false),
+        (Some("#!/bin/sh\nexec sleep 30\n"), 0o755, false),
     ] {
-        let dir = place(helper);
+        let dir = place(helper, mode);
         let (mut child, mut stdin, mut stdout) =
             stdio_session_of(dir.path().join("warden"), &[], &[]);
         let v = request(&mut stdin, &mut stdout, 2, "tools/call", echo);
