@@ -135,26 +135,20 @@ pub fn http_refuses_a_public_bind_without_a_token() {
     assert!(r.stderr.contains("without a bearer token"), "{r:?}");
 }
 
-/// Speak raw JSON-RPC over stdio.
-fn stdio_session(
-    extra: &[&str],
-) -> (
+/// A server on stdio: the process, its input and its output.
+type StdioSession = (
     Child,
     std::process::ChildStdin,
     BufReader<std::process::ChildStdout>,
-) {
+);
+
+/// Speak raw JSON-RPC over stdio.
+fn stdio_session(extra: &[&str]) -> StdioSession {
     stdio_session_with(extra, &[])
 }
 
 /// [`stdio_session`] with extra environment variables.
-fn stdio_session_with(
-    extra: &[&str],
-    env: &[(&str, &std::path::Path)],
-) -> (
-    Child,
-    std::process::ChildStdin,
-    BufReader<std::process::ChildStdout>,
-) {
+fn stdio_session_with(extra: &[&str], env: &[(&str, &std::path::Path)]) -> StdioSession {
     stdio_session_of(warden_bin(), extra, env)
 }
 
@@ -163,11 +157,7 @@ fn stdio_session_of(
     bin: impl AsRef<std::ffi::OsStr>,
     extra: &[&str],
     env: &[(&str, &std::path::Path)],
-) -> (
-    Child,
-    std::process::ChildStdin,
-    BufReader<std::process::ChildStdout>,
-) {
+) -> StdioSession {
     let mut child = Command::new(bin)
         .arg("serve")
         .args(extra)
