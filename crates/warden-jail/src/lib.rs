@@ -45,7 +45,7 @@ pub use error::{JailError, SetupFailure, Stage};
 pub use outcome::{Enforcement, LandlockReport, LimitKind, Mechanism, Outcome, Usage};
 pub use policy::{Bind, LandlockMode, Limits, NetworkMode, Policy, PolicyError, Tmpfs};
 pub use spawn::{
-    BUILD, HELPER_ARG, HELPER_BIN, Jail, Killer, Running, TraceLink, Warm, helper_main,
+    BUILD, HELPER_ARG, HELPER_BIN, Jail, Killer, Running, SELF_EXE, TraceLink, Warm, helper_main,
 };
 pub use supervisor::{IoMode, Observer, Request, supervise, supervise_with};
 pub use trace::Sink;

@@ -40,6 +40,9 @@ pub const HELPER_ARG: &str = "__jail-supervise";
 /// from any other build.
 pub const BUILD: &str = env!("WARDEN_JAIL_BUILD");
 
+/// The running executable, whatever has become of its file since it started.
+pub const SELF_EXE: &str = "/proc/self/exe";
+
 /// The name of the small helper binary installed beside `warden` (see [`Jail::current_exe`]).
 pub const HELPER_BIN: &str = "warden-jail";
 
@@ -81,17 +84,19 @@ pub struct Jail {
 impl Jail {
     /// A jail whose helper is the small `warden-jail` binary beside the current executable
     /// when there is one of this very build (it starts faster than the whole `warden`), and
-    /// the current executable itself otherwise.
+    /// the running executable itself otherwise, through `/proc/self/exe`: the file that is
+    /// running, even if an upgrade has replaced or removed it on disk since, so two builds
+    /// never meet.
     pub fn current_exe() -> Result<Jail, JailError> {
         let exe = std::env::current_exe().map_err(|source| JailError::Helper {
-            path: PathBuf::from("/proc/self/exe"),
+            path: PathBuf::from(SELF_EXE),
             source,
         })?;
         static SIBLING: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
         let helper = SIBLING
             .get_or_init(|| sibling_helper(&exe))
             .clone()
-            .unwrap_or(exe);
+            .unwrap_or_else(|| PathBuf::from(SELF_EXE));
         Ok(Jail { helper })
     }
 

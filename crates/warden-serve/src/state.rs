@@ -119,9 +119,11 @@ impl Shared {
             config.settings.audit_keep,
         )
         .map_err(io(&audit_path))?;
+        // This very binary for our workers (even once an upgrade has replaced its file: two
+        // builds never meet), unless a helper is named.
         let exe = match &helper {
             Some(h) => h.clone(),
-            None => std::env::current_exe().map_err(io(Path::new("/proc/self/exe")))?,
+            None => PathBuf::from(warden_jail::SELF_EXE),
         };
         // The jail's helper: the one asked for, else the small `warden-jail` of this build
         // beside us when there is one, else this binary.

@@ -1396,3 +1396,39 @@ pub fn serve_uses_the_small_helper_of_its_own_build_only() {
         child.wait().unwrap();
     }
 }
+
+/// Regression: the server re-executed its binary by path for its sandboxes' helper and its
+/// validation worker, so once an upgrade replaced that file under a running server, every
+/// call started another build (or nothing). It now starts the file that is running.
+#[test]
+pub fn a_running_server_survives_its_binary_being_replaced() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let bin = dir.path().join("warden");
+    std::fs::copy(the_binary(), &bin).unwrap();
+    let (mut child, mut stdin, mut stdout) = stdio_session_of(&bin, &[], &[]);
+    let echo = r#"{"name":"run_command","arguments":{"argv":["echo","hi"]}}"#;
+    let v = request(&mut stdin, &mut stdout, 2, "tools/call", echo);
+    assert_eq!(tool_result(&v)["stdout"], "hi\n", "{v}");
+    // The upgrade: the file goes, and something else takes its name.
+    std::fs::remove_file(&bin).unwrap();
+    std::fs::write(&bin, "#!/bin/sh\nexit 1\n").unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    // Past the pool's waiting sandboxes (prepared before the upgrade): cold starts too.
+    for id in 3..8 {
+        let v = request(&mut stdin, &mut stdout, id, "tools/call", echo);
+        assert_eq!(tool_result(&v)["stdout"], "hi\n", "call {id}: {v}");
+    }
+    let v = request(
+        &mut stdin,
+        &mut stdout,
+        9,
+        "tools/call",
+        r#"{"name":"validate_json","arguments":{"data":{"a":1},"schema":{"type":"object"}}}"#,
+    );
+    assert_eq!(tool_result(&v)["valid"], true, "{v}");
+    drop(stdin);
+    child.wait().unwrap();
+}
