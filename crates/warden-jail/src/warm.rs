@@ -52,7 +52,7 @@ pub struct Command {
 /// Why `policy` cannot be prepared ahead of its command, if it cannot: a traced run's first
 /// event names the command, and protected paths are planned from the workspace as it is when
 /// the jail is set up (a placeholder or read-only bind planned early would be stale).
-pub(crate) fn unpreparable(policy: &Policy) -> Option<&'static str> {
+pub fn unpreparable(policy: &Policy) -> Option<&'static str> {
     if policy.traced() {
         return Some("a traced run cannot be prepared ahead");
     }

@@ -124,12 +124,10 @@ impl Pool {
         cmd: &Command,
         owner: Option<&str>,
     ) -> (Result<Running, JailError>, Refill) {
-        // Traced runs (recon) are never prepared ahead: their first event names the command.
-        // Nor are runs with protected paths (lasting workspaces): their placeholders and
-        // read-only binds are planned from the workspace as it is when the run starts, and a
-        // waiting sandbox's plan would be stale by the time of its call.
+        // What the jail cannot prepare ahead (traced runs such as recon's, lasting workspaces
+        // with protected paths: see `warden_jail::warm::unpreparable`) starts cold.
         let k = match key(policy) {
-            Some(k) if self.enabled() && !policy.traced() && !policy.protect => k,
+            Some(k) if self.enabled() && warden_jail::warm::unpreparable(policy).is_none() => k,
             _ => return (self.cold(policy, cmd), Refill(None)),
         };
         let (warm, stale) = self.take(&k, owner);
