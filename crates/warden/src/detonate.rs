@@ -25,7 +25,13 @@ enum Gate {
 pub fn main(args: DetonateArgs) -> ExitCode {
     clean_up_on_signals();
     die_with_the_sweep();
-    match detonate(&args) {
+    let result = detonate(&args);
+    // Interrupted: whatever the run came to (a fetch failing as its folder is removed, say),
+    // the signal's handler says how it ended, and exits.
+    while INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
+        std::thread::park();
+    }
+    match result {
         Ok(Gate::Tripped) => ExitCode::from(1),
         Ok(Gate::Passed) => ExitCode::SUCCESS,
         Ok(Gate::Inconclusive) => ExitCode::from(3),
@@ -56,8 +62,11 @@ fn die_with_the_sweep() {
     }
 }
 
-/// On SIGINT, SIGTERM or SIGHUP: remove the fetched package's folder and exit (the jailed
-/// trees die with their lifelines when this process goes).
+/// Set when a termination signal is being handled: the run's own result no longer counts.
+static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// On SIGINT, SIGTERM or SIGHUP: remove the fetched package's folder and exit with 128 + the
+/// signal (the jailed trees die with their lifelines when this process goes).
 fn clean_up_on_signals() {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) else {
@@ -65,6 +74,7 @@ fn clean_up_on_signals() {
     };
     std::thread::spawn(move || {
         if let Some(sig) = signals.forever().next() {
+            INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
             warden_detonate::fetch::remove_workspaces();
             eprintln!("warden detonate: interrupted (signal {sig}); cleaned up");
             std::process::exit(128 + sig);
