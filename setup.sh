@@ -2,10 +2,10 @@
 # Installs everything Warden's tests need on a fresh Debian or Ubuntu machine, as root, and
 # only what is missing (safe to run again): the system packages (a C compiler, Python with
 # venv, Node and npm, git, util-linux's unshare, e2fsprogs, iproute2, nmap, ffuf and dirb's
-# word lists), arjun in a venv of its own for the recon profile, the official MCP
-# Python SDK in a virtual environment of its own (the system interpreter is left alone), the
-# public MCP servers the detonation tests run against, the small local model of full mode's
-# end-to-end test, and the MCP conformance suite and Inspector CLI.
+# word lists, Chromium's headless shell), arjun in a venv of its own for the recon profile,
+# the official MCP Python SDK in a virtual environment of its own (the system interpreter is
+# left alone), the public MCP servers the detonation tests run against, the small local model
+# of full mode's end-to-end test, and the MCP conformance suite and Inspector CLI.
 # The README's test command runs it: ./setup.sh && cargo test --workspace
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -24,6 +24,8 @@ command -v ip >/dev/null || need+=(iproute2)
 command -v nmap >/dev/null || need+=(nmap)    # the recon profile's port scanner
 command -v ffuf >/dev/null || need+=(ffuf)    # … and its content discovery
 [ -f /usr/share/dirb/wordlists/common.txt ] || need+=(dirb)  # word lists for ffuf_discover
+# web_browse's browser, and the one browser-driving MCP servers are detonated with.
+[ -x /usr/lib/chromium/chromium-headless-shell ] || need+=(chromium-headless-shell)
 if [ ${#need[@]} -gt 0 ]; then
     apt-get update -qq
     apt-get install -y -qq "${need[@]}" >/dev/null

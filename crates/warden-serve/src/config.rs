@@ -1,9 +1,10 @@
 //! The server's configuration: a TOML file with named profiles, validated into one typed
 //! [`Config`] before anything is served.
 //!
-//! A profile picks the tools a client may call and the limits those calls run under. Two are
-//! built in — `code` (commands, Python, files, validation) and `readonly` (reading and
-//! validation only) — and a file may add more or override them by name. Nothing a client sends
+//! A profile picks the tools a client may call and the limits those calls run under. Four are
+//! built in — `code` (commands, Python, files, validation, and the web tools when `[web]` is
+//! configured), `readonly` (reading and validation only), `recon` (the security toolset) and
+//! `web` (the web tools only) — and a file may add more or override them by name. Nothing a client sends
 //! can change the profile or widen an allowlist: they are read here, at start, and only here.
 
 use std::collections::BTreeMap;
@@ -14,7 +15,11 @@ use thiserror::Error;
 use warden_jail::{Limits, Policy};
 
 pub use crate::tools::CODE_TOOLS;
-use crate::tools::{RECON_TOOLS, all_tools};
+use crate::tools::{RECON_TOOLS, WEB_TOOLS, all_tools};
+
+#[path = "config_web.rs"]
+mod web;
+pub use web::{BRAVE_URL, Backend, SearchFile, WebFile};
 
 /// Errors in the configuration.
 #[derive(Debug, Error)]
@@ -38,7 +43,7 @@ pub enum ConfigError {
         source: Box<toml::de::Error>,
     },
     /// The selected profile does not exist.
-    #[error("no profile named {0:?} (built in: code, readonly, recon)")]
+    #[error("no profile named {0:?} (built in: code, readonly, recon, web)")]
     NoProfile(String),
     /// A profile names a tool that does not exist.
     #[error("profile {profile:?} names unknown tool {tool:?}")]
@@ -59,6 +64,9 @@ pub enum ConfigError {
     /// The `[recon]` table is invalid, or recon tools are offered without targets.
     #[error("[recon]: {0}")]
     Recon(String),
+    /// The `[web]` table is invalid, or web tools are offered with nothing configured.
+    #[error("[web]: {0}")]
+    Web(String),
     /// The jail policy of a profile is invalid.
     #[error("profile {profile:?}: invalid sandbox policy")]
     Policy {
@@ -228,6 +236,8 @@ pub struct ConfigFile {
     pub http: HttpFile,
     /// The recon toolset's settings.
     pub recon: ReconFile,
+    /// The web tools' settings.
+    pub web: WebFile,
     /// Warm sandboxes.
     pub pool: PoolFile,
     /// Named profiles (override or extend the built-in ones).
@@ -251,6 +261,7 @@ impl Default for ConfigFile {
             workspace_max_bytes: 512 << 20,
             http: HttpFile::default(),
             recon: ReconFile::default(),
+            web: WebFile::default(),
             pool: PoolFile::default(),
             profiles: BTreeMap::new(),
         }
@@ -310,10 +321,12 @@ pub const READONLY_TOOLS: &[&str] = &[
 ];
 
 fn builtin(name: &str) -> Option<ProfileFile> {
-    let tools = match name {
-        "code" => CODE_TOOLS,
-        "readonly" => READONLY_TOOLS,
-        "recon" => RECON_TOOLS,
+    let tools: Vec<&str> = match name {
+        // The web tools are listed only once `[web]` gives them somewhere to go.
+        "code" => CODE_TOOLS.iter().chain(WEB_TOOLS).copied().collect(),
+        "readonly" => READONLY_TOOLS.to_vec(),
+        "recon" => RECON_TOOLS.to_vec(),
+        "web" => WEB_TOOLS.to_vec(),
         _ => return None,
     };
     let recon = name == "recon";
@@ -369,6 +382,7 @@ impl ConfigFile {
         };
         let profile = validate_profile(&name, file)?;
         validate_recon(&self.recon, &profile)?;
+        web::validate(&self.web, &profile)?;
         let settings = ConfigFile {
             max_concurrent_calls: self.max_concurrent_calls.max(1),
             audit_max_bytes: self.audit_max_bytes.max(4096),
@@ -443,9 +457,13 @@ fn validate_profile(name: &str, f: ProfileFile) -> Result<Profile, ConfigError> 
         profile: name.to_owned(),
         what,
     };
-    let requested = f
-        .tools
-        .unwrap_or_else(|| CODE_TOOLS.iter().map(|t| t.to_string()).collect());
+    let requested = f.tools.unwrap_or_else(|| {
+        CODE_TOOLS
+            .iter()
+            .chain(WEB_TOOLS)
+            .map(|t| t.to_string())
+            .collect()
+    });
     let mut tools = Vec::new();
     for t in &requested {
         let Some(known) = all_tools().find(|k| *k == t.as_str()) else {

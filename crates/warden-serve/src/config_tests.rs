@@ -43,3 +43,35 @@ fn custom_profiles_override_builtin_ones_by_name() {
     assert_eq!(c.profile.policy.limits.pids, 7);
     assert!(c.profile.tools.contains(&"run_python"));
 }
+
+#[test]
+fn web_tools_need_somewhere_to_go() {
+    // The code profile carries the web tools; with no `[web]` they are simply not listed.
+    let c = ConfigFile::default().validate(None).unwrap();
+    assert!(c.profile.tools.contains(&"web_fetch"));
+    assert!(!c.settings.web.pages() && c.settings.web.search.is_none());
+    // A profile of web tools alone with nothing configured is an error, not an empty server.
+    let e = ConfigFile::default().validate(Some("web")).unwrap_err();
+    assert!(e.to_string().contains("[web] allow"), "{e}");
+    let ok: ConfigFile =
+        toml::from_str("[web]\nallow = ['docs.rs', '*.python.org', 'svc.test:8080']\n").unwrap();
+    assert!(ok.validate(Some("web")).is_ok());
+    for bad in [
+        "[web]\nallow = ['10.0.0.1']\n",
+        "[web]\nallow = ['https://docs.rs']\n",
+        "[web]\nallow = ['docs.rs:0']\n",
+        "[web]\nallow = ['docs.rs']\nmax_bytes = 10\n",
+        "[web]\nallow = ['docs.rs']\ndefault_bytes = 0\n",
+        "[web.search]\nbackend = 'searxng'\n",
+        "[web.search]\nbackend = 'searxng'\nurl = 'ftp://x.test'\n",
+        "[web.search]\nbackend = 'brave'\n",
+        "[web.search]\nbackend = 'brave'\napi_key_env = 'WARDEN_SURELY_UNSET_VARIABLE'\n",
+    ] {
+        let f: ConfigFile = toml::from_str(bad).unwrap();
+        assert!(
+            matches!(f.validate(Some("web")), Err(ConfigError::Web(_))),
+            "{bad}"
+        );
+    }
+    assert!(toml::from_str::<ConfigFile>("[web]\nalow = []\n").is_err());
+}

@@ -74,6 +74,8 @@ pub struct Shared {
     _state_held: Option<crate::leftovers::Held>,
     /// The `warden` executable (the jail's helper, the validation worker).
     exe: PathBuf,
+    /// The real path of the running `warden`, bound into web calls' sandboxes as their worker.
+    web_exe: Option<PathBuf>,
     /// Validation workers running at once: all cores but one, so a flood of expensive
     /// validations cannot starve the other calls.
     pub validation_slots: Semaphore,
@@ -150,6 +152,8 @@ impl Shared {
             .filter_map(|t| {
                 if tools::RECON_TOOLS.contains(t) {
                     crate::tools::recon::spec(t, &recon, config.profile.max_timeout_s)
+                } else if tools::WEB_TOOLS.contains(t) {
+                    crate::tools::web::spec(t, &config.settings.web, config.profile.max_timeout_s)
                 } else {
                     tools::spec(t, &config.profile)
                 }
@@ -177,6 +181,7 @@ impl Shared {
             state_dir,
             _state_held: state_held,
             exe,
+            web_exe: crate::tools::web::worker_exe(),
             validation_slots: Semaphore::new(
                 std::thread::available_parallelism()
                     .map_or(1, std::num::NonZeroUsize::get)
@@ -193,6 +198,11 @@ impl Shared {
     /// The `warden` executable.
     pub fn exe(&self) -> &Path {
         &self.exe
+    }
+
+    /// The real path of the running `warden` (the web worker), if it can be found.
+    pub fn web_exe(&self) -> Option<&Path> {
+        self.web_exe.as_deref()
     }
 
     /// The server's private directory.

@@ -34,6 +34,13 @@ fn main() -> ExitCode {
         let code = warden_serve::tools::validate_worker::worker_main();
         return ExitCode::from(u8::try_from(code).unwrap_or(1));
     }
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == warden_serve::tools::web::worker::WORKER_ARG)
+    {
+        let code = warden_serve::tools::web::worker::worker_main();
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
     let cli = cli::Cli::parse();
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)

@@ -15,6 +15,7 @@ pub mod recon;
 mod snapshot;
 mod validate;
 pub mod validate_worker;
+pub mod web;
 
 pub use validate::schema_names;
 
@@ -50,9 +51,18 @@ pub const CODE_TOOLS: &[&str] = &[
 /// installed, and only with `[recon] targets` configured.
 pub const RECON_TOOLS: &[&str] = &["nmap_scan", "ffuf_discover", "arjun_params", "nuclei_scan"];
 
+/// The web tools (the built-in `web` profile, and part of `code`): the page tools listed only
+/// with `[web] allow` configured, `web_browse` only with a browser, `web_search` only with a
+/// backend.
+pub const WEB_TOOLS: &[&str] = &["web_fetch", "web_scrape", "web_browse", "web_search"];
+
 /// Every tool the server knows, in listing order.
 pub fn all_tools() -> impl Iterator<Item = &'static str> {
-    CODE_TOOLS.iter().chain(RECON_TOOLS).copied()
+    CODE_TOOLS
+        .iter()
+        .chain(RECON_TOOLS)
+        .chain(WEB_TOOLS)
+        .copied()
 }
 
 /// An argument that the schema admits but the tool refuses (`path` is its JSON pointer).
@@ -170,6 +180,19 @@ pub enum ToolError {
     /// A recon tool was aimed at an address or URL outside the configured targets.
     #[error("target not allowed: {0}")]
     TargetNotAllowed(String),
+    /// A fetch or search failed (name, connection, TLS, HTTP, time), with what the sandbox saw.
+    #[error("{0}")]
+    Fetch(String),
+    /// A web call's sandbox refused or failed, with what it saw on the network.
+    #[error("{message}")]
+    Web {
+        /// The stable kind (`target_not_allowed`, `fetch_failed`, `browser_failed`…).
+        kind: &'static str,
+        /// What happened.
+        message: String,
+        /// The sandbox's network summary.
+        network: Box<Value>,
+    },
     /// The call was cancelled by the client.
     #[error("cancelled")]
     Cancelled,
@@ -190,8 +213,18 @@ impl ToolError {
             ToolError::Sandbox(_) => "sandbox_error",
             ToolError::Unavailable(_) => "unavailable",
             ToolError::TargetNotAllowed(_) => "target_not_allowed",
+            ToolError::Fetch(_) => "fetch_failed",
+            ToolError::Web { kind, .. } => kind,
             ToolError::Cancelled => "cancelled",
             ToolError::Internal(_) => "internal",
+        }
+    }
+
+    /// What a web call's sandbox saw on the network, when the error has it.
+    pub fn network(&self) -> Option<&Value> {
+        match self {
+            ToolError::Web { network, .. } => Some(network),
+            _ => None,
         }
     }
 
@@ -200,6 +233,9 @@ impl ToolError {
         let mut err = json!({ "kind": self.kind(), "message": self.to_string() });
         if let ToolError::InvalidArguments(list) = self {
             err["details"] = serde_json::to_value(list).unwrap_or_default();
+        }
+        if let Some(n) = self.network() {
+            err["network"] = n.clone();
         }
         json!({ "error": err })
     }
@@ -249,6 +285,7 @@ pub async fn call(name: &str, args: Value, cx: &CallContext) -> Result<Value, To
         "nmap_scan" | "ffuf_discover" | "arjun_params" | "nuclei_scan" => {
             recon::call(name, args, cx).await
         }
+        "web_fetch" | "web_scrape" | "web_browse" | "web_search" => web::call(name, args, cx).await,
         other => Err(ToolError::Internal(format!("no dispatch for {other}"))),
     }
 }

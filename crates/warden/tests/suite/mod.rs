@@ -20,3 +20,4 @@ mod serve;
 mod sweep;
 mod trace;
 mod warm;
+mod web;

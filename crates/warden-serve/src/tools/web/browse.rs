@@ -1,0 +1,349 @@
+//! `web_browse` inside the worker: a headless Chromium started in the call's sandbox, driven
+//! over its DevTools pipe ([`super::cdp`]), loads the page with JavaScript on and returns the
+//! final URL, the title, the rendered HTML and text (capped) and, if asked, a PNG screenshot.
+//!
+//! Chromium runs with `--no-sandbox` because Warden is the sandbox: the browser, its renderers
+//! and its network service all live in the call's jail, whose network reaches only the
+//! allowlisted names. On top of that, every request the page makes (navigations, redirects,
+//! sub-resources, `fetch`) is paused by the DevTools `Fetch` domain and continued only if its
+//! URL is on the allowlist; the rest fail as blocked and are listed in the result.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::cdp::{Browser, CdpError};
+use super::worker::{Failure, Job};
+
+/// Requests listed in a result, at most (the rest are counted).
+const MAX_REQUESTS: usize = 500;
+/// The viewport.
+const WIDTH: u32 = 1280;
+const HEIGHT: u32 = 800;
+/// What the page's DOM is read with.
+const READ_PAGE: &str = "JSON.stringify({title: document.title, url: location.href, \
+    html: document.documentElement ? document.documentElement.outerHTML : '', \
+    text: document.body ? document.body.innerText : ''})";
+
+/// What `web_browse` asks of the worker.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BrowseJob {
+    /// The browser executable.
+    pub browser: String,
+    /// Time to let scripts run after the load, ms.
+    pub wait_ms: u64,
+    /// Whether to take a screenshot.
+    pub screenshot: bool,
+    /// Characters of text returned, at most (HTML: `max_bytes`).
+    pub max_chars: usize,
+}
+
+/// The command line a browser is started with (besides the DevTools pipe).
+pub fn browser_args() -> Vec<String> {
+    [
+        "--headless",
+        // Warden is the sandbox: the browser's own needs namespaces the jail does not give.
+        "--no-sandbox",
+        "--no-zygote",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--no-default-browser-check",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-extensions",
+        "--disable-breakpad",
+        "--disable-crash-reporter",
+        "--disable-features=Translate,OptimizationHints,MediaRouter,DialMediaRouteProvider",
+        "--user-data-dir=/tmp/warden-browser",
+        "--window-size=1280,800",
+        "about:blank",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect()
+}
+
+/// What the page did on the network, seen from the browser.
+#[derive(Debug, Default)]
+struct Requests {
+    list: Vec<Value>,
+    total: u64,
+    blocked: u64,
+    /// The status of the main document's last response.
+    status: Option<u64>,
+    main_frame: Option<String>,
+    /// The list entry of each network request id.
+    by_network_id: std::collections::HashMap<String, usize>,
+}
+
+impl Requests {
+    fn push(&mut self, network_id: Option<&str>, v: Value) {
+        self.total += 1;
+        if self.list.len() < MAX_REQUESTS {
+            if let Some(id) = network_id {
+                self.by_network_id.insert(id.to_owned(), self.list.len());
+            }
+            self.list.push(v);
+        }
+    }
+}
+
+/// Load the page and read it.
+pub async fn browse(job: &Job, b: &BrowseJob) -> Result<Value, Failure> {
+    let started = Instant::now();
+    let deadline = started + Duration::from_millis(job.timeout_ms);
+    let mut browser =
+        Browser::start(&b.browser, &browser_args()).map_err(|e| Failure::Browser(e.to_string()))?;
+    let allow = job.allow.clone();
+    let mut reqs = Requests::default();
+    let result = drive(&mut browser, job, b, &allow, &mut reqs, deadline).await;
+    let _ = browser.send(None, "Browser.close", json!({}));
+    drop(browser);
+    let mut v = result?;
+    v["requests"] = json!(reqs.list);
+    v["requests_total"] = json!(reqs.total);
+    v["blocked_total"] = json!(reqs.blocked);
+    v["status"] = json!(reqs.status);
+    v["duration_ms"] = json!(u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX));
+    Ok(v)
+}
+
+fn browser_error(e: CdpError) -> Failure {
+    Failure::Browser(e.to_string())
+}
+
+/// Handle an event that cannot wait: a paused request (continued if allowed, failed if not),
+/// and the bookkeeping of requests. Returns whether the event was consumed.
+fn handle(browser: &mut Browser, ev: &Value, allow: &[String], reqs: &mut Requests) -> bool {
+    let p = &ev["params"];
+    let session = ev["sessionId"].as_str().map(str::to_owned);
+    match ev["method"].as_str() {
+        Some("Fetch.requestPaused") => {
+            let url = p["request"]["url"].as_str().unwrap_or("");
+            let verdict = url::Url::parse(url)
+                .map_err(|_| "not a URL".to_owned())
+                .and_then(|u| super::allow::check(&u, allow).map_err(|e| e.to_string()));
+            let id = p["requestId"].clone();
+            let mut entry = json!({
+                "url": super::page::cut_chars(url, 2048).0,
+                "method": p["request"]["method"],
+                "type": p["resourceType"],
+                "allowed": verdict.is_ok(),
+            });
+            let sent = match &verdict {
+                Ok(()) => browser.send(
+                    session.as_deref(),
+                    "Fetch.continueRequest",
+                    json!({ "requestId": id }),
+                ),
+                Err(why) => {
+                    reqs.blocked += 1;
+                    entry["refused"] = json!(why);
+                    browser.send(
+                        session.as_deref(),
+                        "Fetch.failRequest",
+                        json!({ "requestId": id, "errorReason": "BlockedByClient" }),
+                    )
+                }
+            };
+            let _ = sent;
+            reqs.push(p["networkId"].as_str(), entry);
+            true
+        }
+        Some("Network.responseReceived") => {
+            if p["type"] == "Document" && p["frameId"].as_str() == reqs.main_frame.as_deref() {
+                reqs.status = p["response"]["status"].as_u64();
+            }
+            true
+        }
+        Some("Network.loadingFailed") => {
+            // Recorded against the request (a refusal of ours is already there).
+            let err = p["errorText"].as_str().unwrap_or("failed");
+            if let Some(i) = p["requestId"]
+                .as_str()
+                .and_then(|id| reqs.by_network_id.get(id))
+                && let Some(entry) = reqs.list.get_mut(*i)
+                && entry.get("refused").is_none()
+            {
+                entry["error"] = json!(err);
+            }
+            true
+        }
+        _ => false,
+    }
+}
+
+async fn drive(
+    browser: &mut Browser,
+    job: &Job,
+    b: &BrowseJob,
+    allow: &[String],
+    reqs: &mut Requests,
+    deadline: Instant,
+) -> Result<Value, Failure> {
+    let target = call(
+        browser,
+        None,
+        "Target.createTarget",
+        json!({ "url": "about:blank" }),
+        allow,
+        reqs,
+    )
+    .await?;
+    let attached = call(
+        browser,
+        None,
+        "Target.attachToTarget",
+        json!({ "targetId": target["targetId"], "flatten": true }),
+        allow,
+        reqs,
+    )
+    .await?;
+    let session = attached["sessionId"].as_str().unwrap_or("").to_owned();
+    // A page target's main frame has the target's id.
+    reqs.main_frame = target["targetId"].as_str().map(str::to_owned);
+    let s = Some(session.as_str());
+    for (method, params) in [
+        (
+            "Fetch.enable",
+            json!({ "patterns": [{ "urlPattern": "*", "requestStage": "Request" }] }),
+        ),
+        ("Network.enable", json!({})),
+        ("Page.enable", json!({})),
+        (
+            "Emulation.setDeviceMetricsOverride",
+            json!({ "width": WIDTH, "height": HEIGHT, "deviceScaleFactor": 1, "mobile": false }),
+        ),
+    ] {
+        call(browser, s, method, params, allow, reqs).await?;
+    }
+    let nav = call(
+        browser,
+        s,
+        "Page.navigate",
+        json!({ "url": job.url }),
+        allow,
+        reqs,
+    )
+    .await?;
+    if let Some(f) = nav["frameId"].as_str() {
+        reqs.main_frame = Some(f.to_owned());
+    }
+    if let Some(err) = nav["errorText"].as_str() {
+        return Err(if err.contains("BLOCKED_BY_CLIENT") {
+            let why = reqs
+                .list
+                .iter()
+                .rev()
+                .find_map(|r| {
+                    Some(format!(
+                        "{} is refused: {}",
+                        r["url"].as_str()?,
+                        r["refused"].as_str()?
+                    ))
+                })
+                .unwrap_or_else(|| err.to_owned());
+            Failure::NotAllowed(format!("{}: the navigation was stopped: {why}", job.url))
+        } else {
+            Failure::Fetch(format!("{}: {err}", job.url))
+        });
+    }
+    // Wait for the load, then let scripts run for `wait_ms`; a script redirect starts another
+    // load, which is waited for too (all within the deadline).
+    let end = deadline
+        .checked_sub(Duration::from_millis(300))
+        .filter(|e| *e > Instant::now())
+        .unwrap_or(deadline);
+    let mut settle: Option<Instant> = None;
+    let mut loaded = false;
+    loop {
+        let until = settle.map_or(end, |t| t.min(end));
+        let now = Instant::now();
+        if now >= until {
+            break;
+        }
+        let ev = match tokio::time::timeout(until - now, browser.event()).await {
+            Ok(ev) => ev.map_err(browser_error)?,
+            Err(_) => break,
+        };
+        if handle(browser, &ev, allow, reqs) {
+            continue;
+        }
+        match ev["method"].as_str() {
+            Some("Page.loadEventFired") => {
+                loaded = true;
+                settle = Some(Instant::now() + Duration::from_millis(b.wait_ms));
+            }
+            Some("Page.frameStartedLoading")
+                if ev["params"]["frameId"].as_str() == reqs.main_frame.as_deref() =>
+            {
+                // Another document is on its way: wait for its load.
+                settle = None;
+            }
+            _ => {}
+        }
+    }
+    let read = call(
+        browser,
+        s,
+        "Runtime.evaluate",
+        json!({ "expression": READ_PAGE, "returnByValue": true }),
+        allow,
+        reqs,
+    )
+    .await?;
+    let page: Value = read["result"]["value"]
+        .as_str()
+        .and_then(|t| serde_json::from_str(t).ok())
+        .unwrap_or_default();
+    let max_html = usize::try_from(job.max_bytes).unwrap_or(usize::MAX);
+    let (html, html_truncated) =
+        super::page::cut_chars(page["html"].as_str().unwrap_or(""), max_html);
+    let (text, text_truncated) =
+        super::page::cut_chars(page["text"].as_str().unwrap_or(""), b.max_chars);
+    let mut out = json!({
+        "url": job.url,
+        "final_url": page["url"],
+        "title": page["title"],
+        "loaded": loaded,
+        "html": html,
+        "html_truncated": html_truncated,
+        "text": text,
+        "text_truncated": text_truncated,
+        "screenshot_png_base64": null,
+    });
+    if b.screenshot {
+        let shot = call(
+            browser,
+            s,
+            "Page.captureScreenshot",
+            json!({ "format": "png" }),
+            allow,
+            reqs,
+        )
+        .await?;
+        out["screenshot_png_base64"] = shot["data"].clone();
+    }
+    Ok(out)
+}
+
+/// A command whose meanwhile events are handled (paused requests answered at once).
+async fn call(
+    browser: &mut Browser,
+    session: Option<&str>,
+    method: &str,
+    params: Value,
+    allow: &[String],
+    reqs: &mut Requests,
+) -> Result<Value, Failure> {
+    browser
+        .call(session, method, params, &mut |br, ev| {
+            handle(br, ev, allow, reqs)
+        })
+        .await
+        .map_err(browser_error)
+}
