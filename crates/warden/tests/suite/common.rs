@@ -317,3 +317,18 @@ pub fn json_exiting(
     let text = String::from_utf8_lossy(&out.stdout);
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
 }
+
+/// The result of call `i` in an SDK client's report (`fixtures/recon/client.py`), which must
+/// have succeeded.
+pub fn call_ok(report: &serde_json::Value, i: usize) -> &serde_json::Value {
+    let c = &report["calls"][i];
+    assert_eq!(c["is_error"], false, "call {i}: {c}");
+    &c["result"]
+}
+
+/// The error of call `i` in an SDK client's report, which must have failed.
+pub fn call_err(report: &serde_json::Value, i: usize) -> &serde_json::Value {
+    let c = &report["calls"][i];
+    assert_eq!(c["is_error"], true, "call {i}: {c}");
+    &c["error"]
+}

@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
-use super::common::{fixtures, sdk_python, the_binary};
+use super::common::{call_err as err, call_ok as ok, fixtures, sdk_python, the_binary};
 
 /// The lab's addresses (see lab.sh).
 const V4: &str = "192.0.2.2";
@@ -52,20 +52,6 @@ fn serve(config: &str, calls: &Value, env: &[(&str, &str)]) -> Value {
 
 fn config(targets: &[&str]) -> String {
     format!("[recon]\ntargets = {}\n", json!(targets))
-}
-
-/// The result of call `i`, which must have succeeded.
-fn ok(report: &Value, i: usize) -> &Value {
-    let c = &report["calls"][i];
-    assert_eq!(c["is_error"], false, "call {i}: {c}");
-    &c["result"]
-}
-
-/// The error of call `i`, which must have failed.
-fn err(report: &Value, i: usize) -> &Value {
-    let c = &report["calls"][i];
-    assert_eq!(c["is_error"], true, "call {i}: {c}");
-    &c["error"]
 }
 
 fn port(result: &Value, n: u64) -> &Value {

@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
-use super::common::{fixtures, sdk_python, the_binary};
+use super::common::{call_err as err, call_ok as ok, fixtures, sdk_python, the_binary};
 
 /// The allowlist the tests serve with: the site, plus two names whose addresses point inward
 /// (the sandbox must refuse those itself).
@@ -56,18 +56,6 @@ fn in_lab(sessions: &[Session], env: &[(&str, &str)]) -> Vec<Value> {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
         .collect()
-}
-
-fn ok(report: &Value, i: usize) -> &Value {
-    let c = &report["calls"][i];
-    assert_eq!(c["is_error"], false, "call {i}: {c}");
-    &c["result"]
-}
-
-fn err(report: &Value, i: usize) -> &Value {
-    let c = &report["calls"][i];
-    assert_eq!(c["is_error"], true, "call {i}: {c}");
-    &c["error"]
 }
 
 fn tools(report: &Value) -> Vec<&str> {
