@@ -12,5 +12,5 @@
 mod recorder;
 mod vocabulary;
 
-pub use recorder::{Recorder, Window};
+pub use recorder::{RESERVE, RESERVE_BYTES, Recorder, Window, reserved};
 pub use vocabulary::{Category, Event, EventKind, Finding, Location, Severity, Verdict};

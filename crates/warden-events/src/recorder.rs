@@ -14,9 +14,32 @@ use crate::{Event, EventKind};
 
 /// Events of the reserved kinds (canaries, the end of the run, the harness's own protocol
 /// events) accepted past the count cap.
-const RESERVE: u64 = 10_000;
+pub const RESERVE: u64 = 10_000;
 /// Bytes of reserved events accepted past the byte cap.
-const RESERVE_BYTES: u64 = 16 << 20;
+pub const RESERVE_BYTES: u64 = 16 << 20;
+
+/// Whether events of `kind` have a reserve of their own past the caps (see [`RESERVE`]):
+/// canary sightings, limits, the end of the run and the harness's own protocol events, so a
+/// flood of ordinary events cannot push out the evidence that matters most, nor the record
+/// that events were dropped. Every place that caps events (the tracer, the link that carries
+/// them to the caller) applies the same reserve.
+pub fn reserved(kind: EventKind) -> bool {
+    matches!(
+        kind,
+        EventKind::CanarySeen
+            | EventKind::SandboxLimitHit
+            | EventKind::SandboxExited
+            | EventKind::McpInitialize
+            | EventKind::McpToolList
+            | EventKind::McpToolCall
+            | EventKind::McpMetadataChanged
+            | EventKind::McpTiming
+            | EventKind::McpContent
+            | EventKind::McpBehaviourChanged
+            | EventKind::HarnessPayload
+            | EventKind::InstallScript
+    )
+}
 /// Bytes of event data kept or streamed per run, by default.
 pub const DEFAULT_MAX_BYTES: u64 = 64 << 20;
 
@@ -119,21 +142,7 @@ impl Recorder {
     /// sightings, limits and the end of the run have a reserve of their own beyond the count
     /// cap, so a flood of ordinary events cannot push them out.
     fn stamp(&mut self, kind: EventKind, pid: Option<i32>, data: Value) -> Option<Event> {
-        let reserved = matches!(
-            kind,
-            EventKind::CanarySeen
-                | EventKind::SandboxLimitHit
-                | EventKind::SandboxExited
-                | EventKind::McpInitialize
-                | EventKind::McpToolList
-                | EventKind::McpToolCall
-                | EventKind::McpMetadataChanged
-                | EventKind::McpTiming
-                | EventKind::McpContent
-                | EventKind::McpBehaviourChanged
-                | EventKind::HarnessPayload
-                | EventKind::InstallScript
-        );
+        let reserved = reserved(kind);
         let limit = self.cap as u64 + if reserved { RESERVE } else { 0 };
         let size = data.to_string().len() as u64;
         if self.count >= limit

@@ -651,7 +651,17 @@ fn read_link(
                 {
                     s.canaries = serde_json::from_value(list.clone()).unwrap_or_default();
                 }
-                if s.events.len() < LINK_EVENTS && bytes <= LINK_BYTES {
+                // The tracer's own reserve, kept here too: past the cap, the end of the run
+                // (with its count of what was dropped), canaries and the harness's events.
+                let (max_events, max_bytes) = if warden_events::reserved(e.kind) {
+                    (
+                        LINK_EVENTS as u64 + warden_events::RESERVE,
+                        LINK_BYTES + warden_events::RESERVE_BYTES,
+                    )
+                } else {
+                    (LINK_EVENTS as u64, LINK_BYTES)
+                };
+                if (s.events.len() as u64) < max_events && bytes <= max_bytes {
                     s.events.push(e);
                 } else {
                     s.dropped += 1;

@@ -388,6 +388,16 @@ fn has(f: &[(String, String, String)], rule: &str, severity: &str, tool: &str) -
         .any(|(r, s, t)| r == rule && s == severity && t == tool)
 }
 
+/// A server that floods the tracer past its cap and then steals: the theft (canaries have a
+/// reserve of their own) and the loss of evidence (the end of the run keeps its count, all the
+/// way to the caller) are both in the verdict.
+#[test]
+pub fn a_flood_of_events_hides_neither_the_theft_nor_the_loss() {
+    let f = findings("flooder.py", &["--no-payloads"]);
+    assert!(has(&f, "evidence-dropped", "high", ""), "{f:?}");
+    assert!(has(&f, "canary-leaving", "critical", "index"), "{f:?}");
+}
+
 #[test]
 pub fn one_fixture_per_category() {
     let f = findings("sql_search.py", &[]);
