@@ -13,4 +13,15 @@ mod recorder;
 mod vocabulary;
 
 pub use recorder::{RESERVE, RESERVE_BYTES, Recorder, Window, reserved};
+
+/// Syscalls the C library and runtimes try on their own and fall back from when the sandbox
+/// refuses them with `ENOSYS` (threads try `clone3`, libuv tries io_uring, file APIs try
+/// `openat2`): probes, not behaviour. The `sandbox-violation` rule excludes the same list.
+pub const FALLBACK_PROBES: [&str; 5] = [
+    "clone3",
+    "openat2",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+];
 pub use vocabulary::{Category, Event, EventKind, Finding, Location, Severity, Verdict};

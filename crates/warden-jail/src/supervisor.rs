@@ -1039,6 +1039,7 @@ fn finish(
                 "killed": matches!(stop, Some(Stop::Killed(_))),
                 "peak_memory_bytes": counters.peak_memory,
                 "events_dropped": hub.dropped(),
+                "events_repeated": hub.repeated(),
                 "cpu_time_ms": counters.cpu_ns.map(|ns| ns / 1_000_000),
             });
             hub.record(EventKind::SandboxExited, None, data);

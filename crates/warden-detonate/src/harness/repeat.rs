@@ -32,17 +32,10 @@ pub struct Observation {
     pub markers: BTreeSet<&'static str>,
 }
 
-/// Syscalls the C library and runtimes try on their own and fall back from when refused
-/// (threads try `clone3`, libuv tries io_uring, file APIs try `openat2`): the sandbox's
-/// `ENOSYS` for them is no behaviour of the tool. The same list as the exclusion in the
-/// `sandbox-violation` rule (a test keeps them equal).
-pub const FALLBACK_PROBES: [&str; 5] = [
-    "clone3",
-    "openat2",
-    "io_uring_setup",
-    "io_uring_enter",
-    "io_uring_register",
-];
+/// Syscalls the C library and runtimes try on their own and fall back from when refused: the
+/// sandbox's `ENOSYS` for them is no behaviour of the tool. The same list as the exclusion in
+/// the `sandbox-violation` rule (a test keeps them equal).
+pub use warden_events::FALLBACK_PROBES;
 
 /// Side effects that count: what a tool does beyond computing its answer.
 fn effect(e: &Event) -> Option<&'static str> {

@@ -16,7 +16,14 @@
 //!
 //! The hub numbers events, stamps them with the open attribution window and streams them (JSON
 //! lines) to the caller's sink as they happen; it keeps at most a fixed number of events and
-//! counts the rest. With decoys on, every byte it is shown is also searched for the run's
+//! counts the rest. Repeats are kept once and counted (`events_repeated` at the end of the
+//! run): an event identical to one already kept in the same window (same kind, process and
+//! data), and a read of a file of the read-only system tree (`/usr/lib`, `/lib`,
+//! `/usr/share`…) already kept anywhere in the run (a fallback probe such as `clone3` counts
+//! as the same whatever its pointer arguments). A browser or an interpreter started once
+//! per tool call otherwise fills the cap with the same library loads and thread probes, and
+//! pushes out what each call did that differs. Reserved kinds (canaries, the end of the run,
+//! the harness's events) are never folded. With decoys on, every byte it is shown is also searched for the run's
 //! canaries, and each find becomes a `canary.seen` event.
 
 pub mod egress;
@@ -51,6 +58,75 @@ pub struct Hub {
 struct State {
     recorder: Recorder,
     sink: Option<Sink>,
+    /// The id kept for each repeat key (see [`repeat_key`]), at most [`MAX_REPEAT_KEYS`].
+    kept: std::collections::HashMap<u64, u64>,
+    /// Events folded into one kept before them.
+    repeated: u64,
+    /// Keys of this run's own (random) hashing, so a program cannot work out offline an event
+    /// that would pass for one already kept.
+    hasher: std::collections::hash_map::RandomState,
+}
+
+/// Repeat keys remembered per run, at most (past that, events are kept as they come).
+const MAX_REPEAT_KEYS: usize = 200_000;
+/// Folders of the read-only system tree whose reads are kept once per run.
+const SYSTEM_TREE: &[&str] = &[
+    "/usr/lib/",
+    "/usr/lib32/",
+    "/usr/lib64/",
+    "/usr/libexec/",
+    "/usr/share/",
+    "/usr/bin/",
+    "/usr/sbin/",
+    "/lib/",
+    "/lib32/",
+    "/lib64/",
+    "/bin/",
+    "/sbin/",
+];
+
+/// What makes an event a repeat of one already kept: for a plain read of a file of the system
+/// tree, its data alone (one per run); for any other event that is not of a reserved kind, its
+/// window, kind, process and data. `None`: never folded.
+fn repeat_key(
+    hasher: &std::collections::hash_map::RandomState,
+    kind: EventKind,
+    pid: Option<i32>,
+    data: &Value,
+    window: Option<&str>,
+) -> Option<u64> {
+    use std::hash::{BuildHasher, Hash, Hasher};
+    if warden_events::reserved(kind) {
+        return None;
+    }
+    let mut h = hasher.build_hasher();
+    let system_read = kind == EventKind::FileOpen
+        && data["access"] == "read"
+        && data["create"] != true
+        && data["path"].as_str().is_some_and(|p| {
+            !p.contains("/../")
+                && !p.contains("/./")
+                && SYSTEM_TREE.iter().any(|d| p.starts_with(d))
+        });
+    if system_read {
+        "system-read".hash(&mut h);
+    } else {
+        window.hash(&mut h);
+        pid.hash(&mut h);
+    }
+    kind.hash(&mut h);
+    // A fallback probe's arguments are pointers (a new stack each thread): the call is the
+    // same probe whatever they are.
+    let probe = kind == EventKind::SandboxDenied
+        && data["syscall"]
+            .as_str()
+            .is_some_and(|s| warden_events::FALLBACK_PROBES.contains(&s));
+    if probe {
+        data["syscall"].to_string().hash(&mut h);
+    } else {
+        data.to_string().hash(&mut h);
+    }
+    Some(h.finish())
 }
 
 impl std::fmt::Debug for Hub {
@@ -69,7 +145,13 @@ impl Hub {
             recorder.stream_only();
         }
         Hub {
-            state: Mutex::new(State { recorder, sink }),
+            state: Mutex::new(State {
+                recorder,
+                sink,
+                kept: std::collections::HashMap::new(),
+                repeated: 0,
+                hasher: std::collections::hash_map::RandomState::new(),
+            }),
             canaries,
         }
     }
@@ -80,14 +162,30 @@ impl Hub {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Record (and stream) an event; its id, unless the cap dropped it.
+    /// Record (and stream) an event; its id (a repeat's: the id of the event kept for it),
+    /// unless the cap dropped it.
     pub fn record(&self, kind: EventKind, pid: Option<i32>, data: Value) -> Option<u64> {
         let mut s = self.lock();
+        let key = repeat_key(&s.hasher, kind, pid, &data, s.recorder.window());
+        if let Some(id) = key.and_then(|k| s.kept.get(&k).copied()) {
+            s.repeated += 1;
+            return Some(id);
+        }
         let event = s.recorder.record_event(kind, pid, data)?;
+        if let Some(k) = key
+            && s.kept.len() < MAX_REPEAT_KEYS
+        {
+            s.kept.insert(k, event.id);
+        }
         if let Some(sink) = s.sink.as_mut() {
             write_line(sink, &event);
         }
         Some(event.id)
+    }
+
+    /// Events folded into one kept before them, so far.
+    pub fn repeated(&self) -> u64 {
+        self.lock().repeated
     }
 
     /// Open the window `name` (or close the open one with `None`), then tell the sink, whose
@@ -215,5 +313,77 @@ impl StreamScan {
         }
         let keep = window.len().min(SCAN_OVERLAP);
         self.tail = window[window.len() - keep..].to_vec();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open(path: &str) -> Value {
+        json!({ "op": "open", "path": path, "access": "read", "create": false })
+    }
+
+    #[test]
+    fn repeats_are_kept_once_and_counted() {
+        let hub = Hub::new(100, None, None);
+        hub.set_window(Some("tool_call:1".into()), None);
+        let a = hub.record(
+            EventKind::FileOpen,
+            Some(7),
+            open("/home/sandbox/.ssh/id_rsa"),
+        );
+        // The same read by the same process in the same window: folded into the first.
+        let b = hub.record(
+            EventKind::FileOpen,
+            Some(7),
+            open("/home/sandbox/.ssh/id_rsa"),
+        );
+        assert_eq!(a, b);
+        // Another process, or a write, is another event.
+        let c = hub.record(
+            EventKind::FileOpen,
+            Some(8),
+            open("/home/sandbox/.ssh/id_rsa"),
+        );
+        assert_ne!(a, c);
+        let lib = hub.record(
+            EventKind::FileOpen,
+            Some(7),
+            open("/usr/lib/x86_64-linux-gnu/libz.so.1"),
+        );
+        let probe = |ptr: u64| json!({ "syscall": "clone3", "args": [ptr, 88, 0], "errno": 38 });
+        let p1 = hub.record(EventKind::SandboxDenied, Some(7), probe(1));
+        assert_eq!(hub.record(EventKind::SandboxDenied, Some(7), probe(2)), p1);
+        let unshare = |flags: u64| json!({ "syscall": "unshare", "args": [flags] });
+        let u1 = hub.record(EventKind::SandboxDenied, Some(7), unshare(1));
+        assert_ne!(
+            hub.record(EventKind::SandboxDenied, Some(7), unshare(2)),
+            u1
+        );
+        // The next call: its own reads are its own, a system library is not read anew.
+        hub.set_window(Some("tool_call:2".into()), None);
+        let d = hub.record(
+            EventKind::FileOpen,
+            Some(7),
+            open("/home/sandbox/.ssh/id_rsa"),
+        );
+        assert_ne!(a, d);
+        assert_eq!(
+            hub.record(
+                EventKind::FileOpen,
+                Some(9),
+                open("/usr/lib/x86_64-linux-gnu/libz.so.1")
+            ),
+            lib
+        );
+        // Reserved kinds are never folded; paths that climb are never the system tree.
+        let end = || hub.record(EventKind::SandboxExited, None, json!({ "exit_code": 0 }));
+        assert_ne!(end(), end());
+        let climb = open("/usr/lib/../../home/sandbox/.aws/credentials");
+        let e1 = hub.record(EventKind::FileOpen, Some(1), climb.clone());
+        hub.set_window(Some("tool_call:3".into()), None);
+        assert_ne!(hub.record(EventKind::FileOpen, Some(1), climb), e1);
+        assert_eq!(hub.repeated(), 3);
     }
 }

@@ -241,6 +241,30 @@ fn task_ids(pid: i32) -> (Option<i32>, i32) {
     (field("NSpid:"), field("Tgid:").unwrap_or(pid))
 }
 
+/// The parent of process `tgid` (a pid in our namespace), as a pid inside the jail; `None` when
+/// it is outside the jail (the jail's init's parent) or gone.
+fn parent_in_jail(tgid: i32) -> Option<i32> {
+    let status = std::fs::read_to_string(format!("/proc/{tgid}/status")).ok()?;
+    let ppid: i32 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("PPid:"))?
+        .trim()
+        .parse()
+        .ok()?;
+    if ppid <= 0 {
+        return None;
+    }
+    // Inside the jail's pid namespace a task has two pids or more; one alone is ours (outside).
+    let parent = std::fs::read_to_string(format!("/proc/{ppid}/status")).ok()?;
+    let ns: Vec<i32> = parent
+        .lines()
+        .find_map(|l| l.strip_prefix("NSpid:"))?
+        .split_whitespace()
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    (ns.len() > 1).then(|| ns.last().copied()).flatten()
+}
+
 /// A path argument, resolved against the task's working directory or `dirfd` when relative.
 fn path_arg(pid: i32, dirfd: Option<u64>, addr: u64) -> Option<String> {
     let p = read_cstr(pid, addr)?;
@@ -541,6 +565,12 @@ impl Tracer {
         let mut decoded = decode(n.nr, pid, &n.args);
         if let (Some(raw), Some((_, d))) = (RAW.with(|r| r.borrow_mut().take()), decoded.as_mut()) {
             d["raw_path"] = json!(raw);
+        }
+        // Who started the program: the process tree, as pids inside the jail.
+        if let Some((EventKind::ProcessSpawn, d)) = decoded.as_mut()
+            && let Some(parent) = parent_in_jail(tgid)
+        {
+            d["ppid"] = json!(parent);
         }
         CURRENT.with(|c| *c.borrow_mut() = None);
         // Only what still belongs to this notification is evidence. Pid 1 is the jail's own
