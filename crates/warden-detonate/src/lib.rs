@@ -74,6 +74,8 @@ pub struct Options {
     /// Where the static phase looks up known vulnerabilities (none by default: a detonation
     /// asks no third party about the package unless told to).
     pub osv: warden_scan::OsvSource,
+    /// A browser to offer to a server that drives one (`auto`: the first one installed).
+    pub browser: Option<PathBuf>,
 }
 
 impl Default for Options {
@@ -95,6 +97,7 @@ impl Default for Options {
             http: None,
             remote: None,
             allow_payloads_remote: false,
+            browser: None,
         }
     }
 }
@@ -110,11 +113,18 @@ pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_ru
         return Ok((report, rules));
     }
     let source = phases::source::source(options)?;
-    let mut install = phases::install::install(jail, options, &source)?;
+    let browser = phases::browser::offer(options)?;
+    let mut install = phases::install::install(jail, options, &source, browser.as_ref())?;
     let scanned = phases::scan::scan(options, &source);
-    let start = phases::start::start(options, &source, &install)?;
+    let mut start = phases::start::start(options, &source, &install)?;
+    if let Some(b) = &browser {
+        b.equip(&mut start.policy);
+    }
     let install_events = std::mem::take(&mut install.events);
-    let observed = phases::session::session(jail, options, &start, install_events)?;
+    let mut observed = phases::session::session(jail, options, &start, install_events)?;
+    if let Some(b) = &browser {
+        b.annotate(&mut observed.events);
+    }
     let inconclusive =
         phases::verdict::happened(start.blocked.as_ref(), &observed.session, &observed.events);
     let windows = observed.session.windows.clone();

@@ -284,3 +284,61 @@ fn what_the_model_reads_and_behaviour_that_changes_are_judged() {
         behaviour.message
     );
 }
+
+#[test]
+fn a_browsers_own_checks_and_harmless_writes_are_not_findings() {
+    let rules = builtin().unwrap();
+    let w = Some("tool_call:1");
+    let userns = json!({"syscall": "clone", "args": [0x1000_0011u64, 0, 0], "errno": 1});
+    let mut marked = userns.clone();
+    marked["browser_probe"] = json!(true);
+    let v6 =
+        json!({"op": "connect", "family": "inet6", "address": "2001:4860:4860::8888", "port": 443});
+    let mut v6_marked = v6.clone();
+    v6_marked["browser_probe"] = json!(true);
+    let events = vec![
+        event(1, EventKind::SandboxDenied, w, marked),
+        event(2, EventKind::NetConnect, w, v6_marked),
+        event(
+            3,
+            EventKind::FileWrite,
+            w,
+            json!({"path": "/proc/41/oom_score_adj", "op": "open"}),
+        ),
+        event(
+            4,
+            EventKind::FileWrite,
+            w,
+            json!({"path": "/var/cache/fontconfig/x-le64.cache-8", "op": "open"}),
+        ),
+    ];
+    let f = evaluate(&rules, &events, &|_| Some("browser_navigate".into()));
+    assert!(f.is_empty(), "{f:?}");
+    // The same checks from a process that is not the offered browser, and a write elsewhere
+    // under /proc or /var: findings.
+    let events = vec![
+        event(1, EventKind::SandboxDenied, w, userns),
+        event(2, EventKind::NetConnect, w, v6),
+        event(
+            3,
+            EventKind::FileWrite,
+            w,
+            json!({"path": "/proc/41/attr/current", "op": "open"}),
+        ),
+        event(
+            4,
+            EventKind::FileWrite,
+            w,
+            json!({"path": "/var/cache/apt/evil", "op": "open"}),
+        ),
+    ];
+    let f = evaluate(&rules, &events, &|_| Some("browser_navigate".into()));
+    let rules_hit: Vec<&str> = f.iter().map(|x| x.rule.as_str()).collect();
+    assert!(rules_hit.contains(&"sandbox-violation"), "{rules_hit:?}");
+    assert!(rules_hit.contains(&"outbound-network"), "{rules_hit:?}");
+    let writes = f
+        .iter()
+        .find(|x| x.rule == "write-outside-workdir")
+        .unwrap();
+    assert_eq!(writes.evidence, vec![3, 4]);
+}

@@ -202,6 +202,12 @@ pub struct DetonateArgs {
     /// Only benign calls (no adversarial payloads).
     #[arg(long)]
     pub no_payloads: bool,
+    /// Offer this machine's Chromium to a server that drives a browser (Playwright, Puppeteer):
+    /// named through each one's variables, headless, with room in the jail for it. Without a
+    /// path (or `auto`): the first installed of Debian's chromium-headless-shell, chromium and
+    /// Google Chrome.
+    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "auto")]
+    pub browser: Option<PathBuf>,
     /// Inside a container that masks /proc, when no fresh procfs can be made for the sandbox,
     /// bind the container's own /proc read-only instead of failing (weaker: the sandbox then
     /// sees the container's processes and their command lines).

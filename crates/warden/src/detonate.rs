@@ -192,6 +192,7 @@ fn detonate(args: &DetonateArgs) -> Result<Gate> {
         http,
         remote,
         allow_payloads_remote: args.allow_payloads_remote,
+        browser: args.browser.clone(),
     };
     let mut also = Vec::new();
     for spec in &args.also_output {

@@ -29,8 +29,16 @@ pub struct Install {
 }
 
 /// Run the target's install lifecycle, if it has one.
-pub fn install(jail: &Jail, options: &Options, source: &Source) -> Result<Install> {
+pub fn install(
+    jail: &Jail,
+    options: &Options,
+    source: &Source,
+    browser: Option<&super::browser::Offered>,
+) -> Result<Install> {
     let mut policy = super::base_policy(options.install_budget, options);
+    if let Some(b) = browser {
+        b.quiet_downloads(&mut policy);
+    }
     let (command, hooks, needs_success) = match source {
         Source::Fetched(f) => {
             let Some(cmd) = &f.install else {

@@ -1,4 +1,6 @@
 //! The detonation's phases, in order: [`source`] (fetch a package, or resolve a local target),
+//! [`browser`] (with `--browser`: the machine's Chromium offered to a server that drives one,
+//! which touches the install, the start's policy and the events),
 //! [`install`] (its install lifecycle in the sandbox), [`scan`] (what the source and the
 //! install left are made of: components, known vulnerabilities), [`start`] (the start command and the
 //! policy it runs under), [`session`] (the harness against the running server) and
@@ -7,6 +9,7 @@
 //! [`verdict::Inconclusive`]) and the later phases decide what it means, so a detonation that
 //! did not happen is a result, never a silent pass.
 
+pub mod browser;
 pub mod install;
 pub mod scan;
 pub mod session;

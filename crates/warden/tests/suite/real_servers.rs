@@ -399,3 +399,69 @@ pub fn a_failed_install_still_gets_a_report_and_is_never_a_pass() {
         "no server was started"
     );
 }
+
+/// A server that drives a browser (`@playwright/mcp`, from npm), detonated with the system
+/// Chromium (`--browser`): its tools are listed, the browser starts in the jail, and a
+/// `browser_navigate` call's DNS lookup and connection are events of that very call (the
+/// navigation reaches the capture sink; nothing leaves). The browser's own start-up checks are
+/// not findings.
+#[test]
+pub fn a_browser_server_runs_with_the_system_chromium() {
+    let bin = servers().join("node/node_modules/.bin/playwright-mcp");
+    let r = detonate(&bin.display().to_string(), &["--browser"]);
+    assert_ne!(r["verdict"], "INCONCLUSIVE", "{}", r["why"]);
+    let tools: Vec<&str> = r["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        tools.contains(&"browser_navigate") && tools.len() >= 20,
+        "{tools:?}"
+    );
+    assert_eq!(
+        r["sandbox"]["env"]["PLAYWRIGHT_MCP_EXECUTABLE_PATH"],
+        "/usr/lib/chromium/chromium-headless-shell"
+    );
+    let events = r["events"].as_array().unwrap();
+    let navigations: Vec<String> = events
+        .iter()
+        .filter(|e| e["kind"] == "mcp.tool_call" && e["data"]["tool"] == "browser_navigate")
+        .map(|e| format!("tool_call:{}", e["id"]))
+        .collect();
+    let in_a_navigation = |kind: &str, key: &str, value: &str| {
+        events.iter().any(|e| {
+            e["kind"] == kind
+                && e["data"][key] == value
+                && navigations.iter().any(|w| e["triggered_by"] == w.as_str())
+        })
+    };
+    assert!(
+        in_a_navigation("net.dns", "name", "example.test"),
+        "{navigations:?}"
+    );
+    assert!(in_a_navigation("net.connect", "host", "example.test"));
+    let spawned = events.iter().any(|e| {
+        e["kind"] == "process.spawn"
+            && e["data"]["path"] == "/usr/lib/chromium/chromium-headless-shell"
+    });
+    assert!(spawned);
+    // Chromium's network service checks on start whether IPv6 reaches the internet (a UDP
+    // socket connected to Google's resolver, nothing sent): marked as the browser's own.
+    let ipv6_check = events.iter().any(|e| {
+        e["data"]["browser_probe"] == true && e["data"]["address"] == "2001:4860:4860::8888"
+    });
+    assert!(ipv6_check, "the browser's IPv6 check was not seen");
+    let rows = serious(&r);
+    for rule in ["sandbox-violation", "evidence-dropped"] {
+        assert!(!rows.iter().any(|(r, ..)| r == rule), "{rule}: {rows:?}");
+    }
+    // Where the navigations went (asked to) is reported; the browser's own check is not.
+    let findings = r["findings"].to_string();
+    assert!(!findings.contains("2001:4860:4860::8888"), "{findings}");
+    assert!(
+        findings.contains("connected to 169.254.169.254:80"),
+        "{findings}"
+    );
+}
