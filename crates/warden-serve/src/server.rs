@@ -298,20 +298,21 @@ impl ServerHandler for WardenServer {
                 }),
                 // A web call's final URL and everything its sandbox looked up, fetched or was
                 // refused.
-                Ok(v) if v.get("network").is_some() => json!({
+                // (All of it from the web: cut like the arguments, so a page cannot fill the log.)
+                Ok(v) if v.get("network").is_some() => elide(&json!({
                     "ok": true,
                     "status": v.get("status"),
                     "final_url": v.get("final_url"),
                     "redirects": v.get("redirects"),
                     "requests": v.get("requests"),
                     "network": v.get("network"),
-                }),
+                })),
                 Ok(v) => json!({ "ok": true, "exit_code": v.get("exit_code") }),
                 Err(e) => json!({
                     "ok": false,
                     "error": e.kind(),
                     "message": elide(&json!(e.to_string())),
-                    "network": e.network(),
+                    "network": e.network().map(elide),
                 }),
             },
             "duration_ms": duration_ms,

@@ -189,9 +189,16 @@ impl Offered {
         }
     }
 
-    /// Mark the browser's own user-namespace probes (`data.browser_probe`).
+    /// Mark the browser's own start-up checks (`data.browser_probe`).
     pub fn annotate(&self, events: &mut [Event]) {
         let path = self.path();
+        // The IPv6 check sends nothing: were anything ever sent there (a navigation to the
+        // address itself), none of the connections to it is a check.
+        let sent_to_probe = events.iter().any(|e| {
+            e.kind == EventKind::NetSend
+                && e.data["address"] == IPV6_PROBE.0
+                && e.data["port"].as_u64() == Some(IPV6_PROBE.1)
+        });
         let mut browser_pids = std::collections::HashMap::new();
         for e in events.iter_mut() {
             let Some(pid) = e.pid else { continue };
@@ -217,7 +224,8 @@ impl Offered {
                     e.data["browser_probe"] = json!(true);
                 }
                 EventKind::NetConnect
-                    if e.data["address"] == IPV6_PROBE.0
+                    if !sent_to_probe
+                        && e.data["address"] == IPV6_PROBE.0
                         && e.data["port"].as_u64() == Some(IPV6_PROBE.1)
                         && browser_pids.get(&pid).copied().unwrap_or(false) =>
                 {
@@ -293,6 +301,26 @@ mod tests {
             false, true, false, false, false, true, false, false, false, false,
         ];
         assert_eq!(marked, expected);
+    }
+
+    #[test]
+    fn a_navigation_to_the_ipv6_checks_address_is_never_a_check() {
+        let b = Offered {
+            executable: "/usr/lib/chromium/chromium".into(),
+        };
+        let to = json!({ "address": "2001:4860:4860::8888", "port": 443 });
+        let mut events = vec![
+            ev(
+                5,
+                EventKind::ProcessSpawn,
+                json!({ "path": "/usr/lib/chromium/chromium" }),
+            ),
+            ev(5, EventKind::NetConnect, to.clone()),
+            ev(5, EventKind::NetConnect, to.clone()),
+            ev(5, EventKind::NetSend, to),
+        ];
+        b.annotate(&mut events);
+        assert!(events.iter().all(|e| e.data.get("browser_probe").is_none()));
     }
 
     #[test]

@@ -96,13 +96,18 @@ fn repeat_key(
     window: Option<&str>,
 ) -> Option<u64> {
     use std::hash::{BuildHasher, Hash, Hasher};
-    if warden_events::reserved(kind) {
+    // What a process is running is never folded: a later exec of the same program is news to
+    // whoever tracks the pid.
+    if warden_events::reserved(kind) || kind == EventKind::ProcessSpawn {
         return None;
     }
     let mut h = hasher.build_hasher();
+    // Only a path the program gave as it is: one rewritten from `..` (`raw_path`) may have gone
+    // through a symbolic link of the program's own on the way.
     let system_read = kind == EventKind::FileOpen
         && data["access"] == "read"
         && data["create"] != true
+        && data.get("raw_path").is_none()
         && data["path"].as_str().is_some_and(|p| {
             !p.contains("/../")
                 && !p.contains("/./")
@@ -352,6 +357,18 @@ mod tests {
             Some(7),
             open("/usr/lib/x86_64-linux-gnu/libz.so.1"),
         );
+        // A path rewritten from `..` is not the system tree's, nor is a new program's start.
+        let mut climbed = open("/usr/lib/x86_64-linux-gnu/libz.so.1");
+        climbed["raw_path"] = json!("/tmp/L/../../usr/lib/x86_64-linux-gnu/libz.so.1");
+        assert_ne!(hub.record(EventKind::FileOpen, Some(7), climbed), lib);
+        let exec = || {
+            hub.record(
+                EventKind::ProcessSpawn,
+                Some(7),
+                json!({ "path": "/bin/sh" }),
+            )
+        };
+        assert_ne!(exec(), exec());
         let probe = |ptr: u64| json!({ "syscall": "clone3", "args": [ptr, 88, 0], "errno": 38 });
         let p1 = hub.record(EventKind::SandboxDenied, Some(7), probe(1));
         assert_eq!(hub.record(EventKind::SandboxDenied, Some(7), probe(2)), p1);

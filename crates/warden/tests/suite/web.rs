@@ -268,6 +268,10 @@ fn browse_runs_the_page_inside_the_allowlist() {
             "web_browse",
             json!({"url": "http://svc.test:8080/redirect-out"})
         ),
+        call(
+            "web_browse",
+            json!({"url": "http://svc.test:8080/forged.html"})
+        ),
     ]);
     let reports = in_lab(
         &[Session {
@@ -322,6 +326,12 @@ fn browse_runs_the_page_inside_the_allowlist() {
         e["message"].as_str().unwrap().contains("other.test:8080"),
         "{e}"
     );
+
+    // The page's scripts cannot rewrite what Warden reads of it.
+    let forged = ok(r, 4);
+    assert_eq!(forged["title"], "real title", "{forged}");
+    assert_eq!(forged["final_url"], "http://svc.test:8080/forged.html");
+    assert!(forged["text"].as_str().unwrap().contains("real text"));
 }
 
 #[test]

@@ -22,10 +22,14 @@ const MAX_REQUESTS: usize = 500;
 /// The viewport.
 const WIDTH: u32 = 1280;
 const HEIGHT: u32 = 800;
-/// What the page's DOM is read with.
-const READ_PAGE: &str = "JSON.stringify({title: document.title, url: location.href, \
+/// What the page's DOM is read with, in a world of Warden's own (the page's scripts cannot
+/// replace the functions it calls).
+const READ_PAGE: &str = "JSON.stringify({title: document.title, \
     html: document.documentElement ? document.documentElement.outerHTML : '', \
     text: document.body ? document.body.innerText : ''})";
+/// Characters of a title, and of the final URL, at most.
+const MAX_TITLE: usize = 1024;
+const MAX_URL: usize = 8192;
 
 /// What `web_browse` asks of the worker.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -287,15 +291,41 @@ async fn drive(
             _ => {}
         }
     }
-    let read = call(
+    // The DOM is read in an isolated world, and the final URL comes from the browser's own
+    // history, never from anything the page's scripts could have redefined.
+    let world = call(
         browser,
         s,
-        "Runtime.evaluate",
-        json!({ "expression": READ_PAGE, "returnByValue": true }),
+        "Page.createIsolatedWorld",
+        json!({ "frameId": reqs.main_frame, "worldName": "warden" }),
         allow,
         reqs,
     )
     .await?;
+    let read = call(
+        browser,
+        s,
+        "Runtime.evaluate",
+        json!({ "expression": READ_PAGE, "returnByValue": true,
+                "contextId": world["executionContextId"] }),
+        allow,
+        reqs,
+    )
+    .await?;
+    let history = call(
+        browser,
+        s,
+        "Page.getNavigationHistory",
+        json!({}),
+        allow,
+        reqs,
+    )
+    .await?;
+    let final_url = history["currentIndex"]
+        .as_u64()
+        .and_then(|i| history["entries"].get(usize::try_from(i).ok()?))
+        .and_then(|e| e["url"].as_str())
+        .map(|u| super::page::cut_chars(u, MAX_URL).0);
     let page: Value = read["result"]["value"]
         .as_str()
         .and_then(|t| serde_json::from_str(t).ok())
@@ -305,10 +335,13 @@ async fn drive(
         super::page::cut_chars(page["html"].as_str().unwrap_or(""), max_html);
     let (text, text_truncated) =
         super::page::cut_chars(page["text"].as_str().unwrap_or(""), b.max_chars);
+    let title = page["title"]
+        .as_str()
+        .map(|t| super::page::cut_chars(t, MAX_TITLE).0);
     let mut out = json!({
         "url": job.url,
-        "final_url": page["url"],
-        "title": page["title"],
+        "final_url": final_url,
+        "title": title,
         "loaded": loaded,
         "html": html,
         "html_truncated": html_truncated,

@@ -12,6 +12,8 @@ use super::worker::{Failure, Job};
 
 /// Redirects followed, at most.
 pub const MAX_REDIRECTS: usize = 10;
+/// Longest URL a redirect may lead to.
+const MAX_URL: usize = 8192;
 /// Response headers a result carries (the rest, cookies first, are dropped).
 const KEPT_HEADERS: &[&str] = &[
     "age",
@@ -145,6 +147,11 @@ pub async fn fetch(job: &Job) -> Result<Fetched, Failure> {
                 .map_err(|_| Failure::Fetch(format!("{url} redirects to a bad URL {l:?}")))?,
             _ => break resp,
         };
+        if next.as_str().len() > MAX_URL {
+            return Err(Failure::Fetch(format!(
+                "{url} redirects to a URL longer than {MAX_URL} bytes"
+            )));
+        }
         if redirects.len() >= MAX_REDIRECTS {
             return Err(Failure::Fetch(format!(
                 "more than {MAX_REDIRECTS} redirects (last: {next})"

@@ -393,6 +393,7 @@ async fn run(cx: &CallContext, mut job: Job, asked: Option<f64>) -> Result<Value
             &mut policy,
             &cx.shared().config.settings.web,
             Path::new(&b.browser),
+            b.screenshot,
         );
     }
     let stdin = serde_json::to_vec(&job).map_err(|e| ToolError::Internal(e.to_string()))?;
@@ -403,13 +404,10 @@ async fn run(cx: &CallContext, mut job: Job, asked: Option<f64>) -> Result<Value
     };
     let o = super::exec::jailed(cx, policy, cmd).await?;
     let network = network::summarize(&o.events, o.events_dropped);
+    // The answer comes from the sandbox: whatever ran there may have written it.
     let answer: Result<worker::Answer, _> = serde_json::from_slice(&o.stdout);
     match answer {
-        Ok(Ok(mut v)) => {
-            v["network"] = network;
-            v["untrusted"] = json!(true);
-            Ok(v)
-        }
+        Ok(Ok(v)) => accept(v, network),
         Ok(Err(f)) => Err(failure(f, network)),
         Err(_) => {
             let why = match (o.limit_hit, o.exit_code, o.signal) {
@@ -429,13 +427,32 @@ async fn run(cx: &CallContext, mut job: Job, asked: Option<f64>) -> Result<Value
     }
 }
 
+/// A worker's result, which anything that ran in its sandbox may have written: an object gets
+/// what the sandbox saw and the untrusted mark; anything else is an error, never a panic.
+fn accept(v: Value, network: Value) -> Result<Value, ToolError> {
+    match v {
+        Value::Object(mut m) => {
+            m.insert("network".into(), network);
+            m.insert("untrusted".into(), json!(true));
+            Ok(Value::Object(m))
+        }
+        _ => Err(ToolError::Web {
+            kind: "fetch_failed",
+            message: "the web worker's answer is not an object".into(),
+            network: Box::new(network),
+        }),
+    }
+}
+
 /// What a browser needs beyond a fetch: more memory, processes and `/tmp`, room for a
 /// screenshot in the answer, and its installation when it is outside the system folders.
-fn browser_room(p: &mut warden_jail::Policy, web: &WebFile, browser: &Path) {
+fn browser_room(p: &mut warden_jail::Policy, web: &WebFile, browser: &Path, screenshot: bool) {
     p.limits.memory_bytes = web.browser_memory_bytes;
     p.limits.pids = u64::from(web.browser_pids);
     p.limits.tmp_bytes = p.limits.tmp_bytes.max(BROWSER_TMP);
-    p.limits.output_bytes = p.limits.output_bytes.saturating_add(SCREENSHOT_ROOM);
+    if screenshot {
+        p.limits.output_bytes = p.limits.output_bytes.saturating_add(SCREENSHOT_ROOM);
+    }
     let system = p.system_paths.iter().any(|s| browser.starts_with(s));
     if !system && let Some(dir) = browser.parent() {
         p.binds.push(Bind {
@@ -486,6 +503,9 @@ fn policy(cx: &CallContext, exe: &Path, wall_ms: u64, max_bytes: u64) -> warden_
     p.allow_host_proc = shared.config.settings.allow_host_proc;
     p.egress.clone_from(&shared.config.settings.web.allow);
     p.trace = true;
+    // Not the profile's environment (meant for commands, and perhaps holding their secrets): a
+    // page, or a browser it subverts, could send it to an allowlisted host.
+    p.env = warden_jail::Policy::default().env;
     p.binds.push(Bind {
         source: exe.to_path_buf(),
         target: Some(WORKER_MOUNT.into()),
@@ -499,4 +519,26 @@ fn policy(cx: &CallContext, exe: &Path, wall_ms: u64, max_bytes: u64) -> warden_
         .output_bytes
         .max(max_bytes.saturating_mul(6).saturating_add(1 << 20));
     p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_forged_answer_is_an_error_not_a_panic() {
+        for forged in [json!(1), json!("x"), json!([1]), json!(true), Value::Null] {
+            let e = accept(forged, json!({})).unwrap_err();
+            assert_eq!(e.kind(), "fetch_failed");
+        }
+        let ok = accept(
+            json!({"untrusted": false, "status": 200}),
+            json!({"dns": []}),
+        )
+        .unwrap();
+        assert_eq!(
+            (&ok["untrusted"], &ok["network"]["dns"]),
+            (&json!(true), &json!([]))
+        );
+    }
 }

@@ -130,10 +130,13 @@ fn body(doc: &Html) -> Option<ElementRef<'_>> {
         .or_else(|| Some(doc.root_element()))
 }
 
+/// Characters of a title, at most.
+const MAX_TITLE: usize = 1024;
+
 fn first_text(doc: &Html, css: &str) -> Option<String> {
     let sel = Selector::parse(css).ok()?;
     let t = doc.select(&sel).next()?.text().collect::<String>();
-    let t = collapse(&t);
+    let t = cut_chars(&collapse(&t), MAX_TITLE).0;
     (!t.is_empty()).then_some(t)
 }
 

@@ -60,9 +60,8 @@ pub async fn search(args: Value, cx: &CallContext) -> Result<Value, ToolError> {
         r = work => r?,
         () = cx.cancel.cancelled() => return Err(ToolError::Cancelled),
     };
-    let results: Vec<Value> = results(s.backend, &answer)
+    let results: Vec<Value> = results(s.backend, &answer, usize::try_from(count).unwrap_or(5))
         .into_iter()
-        .take(usize::try_from(count).unwrap_or(5))
         .map(|(title, url, snippet)| {
             let allowed = super::allow::check_str(&url, &web.allow).is_ok();
             json!({ "title": title, "url": url, "snippet": snippet, "allowed": allowed })
@@ -142,8 +141,8 @@ async fn bounded(mut resp: reqwest::Response) -> Result<Vec<u8>, ToolError> {
     Ok(body)
 }
 
-/// `(title, url, snippet)` of each result in a backend's answer, markup removed.
-fn results(backend: Backend, v: &Value) -> Vec<(String, String, String)> {
+/// `(title, url, snippet)` of the first `count` results in a backend's answer, markup removed.
+fn results(backend: Backend, v: &Value, count: usize) -> Vec<(String, String, String)> {
     let (list, snippet) = match backend {
         Backend::Searxng => (&v["results"], "content"),
         Backend::Brave => (&v["web"]["results"], "description"),
@@ -155,11 +154,15 @@ fn results(backend: Backend, v: &Value) -> Vec<(String, String, String)> {
             let url = r["url"].as_str()?;
             let parsed = url::Url::parse(url).ok()?;
             matches!(parsed.scheme(), "http" | "https").then_some(())?;
-            Some((
+            Some((parsed, r))
+        })
+        .take(count)
+        .map(|(parsed, r)| {
+            (
                 plain(r["title"].as_str().unwrap_or("")),
                 parsed.to_string(),
                 plain(r[snippet].as_str().unwrap_or("")),
-            ))
+            )
         })
         .collect()
 }
@@ -184,16 +187,16 @@ mod tests {
             {"title": "no url"}
         ]});
         assert_eq!(
-            results(Backend::Searxng, &sx),
+            results(Backend::Searxng, &sx, 5),
             vec![("A page".into(), "https://a.test/x".into(), "one two".into())]
         );
         let brave = json!({"web": {"results": [
             {"title": "B", "url": "https://b.test/", "description": "<strong>hit</strong> here"}
         ]}});
         assert_eq!(
-            results(Backend::Brave, &brave),
+            results(Backend::Brave, &brave, 5),
             vec![("B".into(), "https://b.test/".into(), "hit here".into())]
         );
-        assert!(results(Backend::Brave, &json!({"error": 1})).is_empty());
+        assert!(results(Backend::Brave, &json!({"error": 1}), 5).is_empty());
     }
 }
