@@ -27,6 +27,7 @@
 //! canaries, and each find becomes a `canary.seen` event.
 
 pub mod egress;
+pub mod links;
 pub mod net;
 mod netlink;
 pub mod notify;

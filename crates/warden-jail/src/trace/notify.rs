@@ -360,20 +360,26 @@ fn open_event(flags: u64) -> (EventKind, Value) {
     let flags = low_i32(flags);
     let acc = flags & libc::O_ACCMODE;
     let create = flags & libc::O_CREAT != 0;
+    // `O_TRUNC` empties the file whatever the access mode says (even read-only).
+    let truncate = flags & libc::O_TRUNC != 0;
     let access = match acc {
         libc::O_WRONLY => "write",
         libc::O_RDWR => "read_write",
         _ => "read",
     };
-    let kind = if acc == libc::O_RDONLY && !create {
+    let kind = if acc == libc::O_RDONLY && !create && !truncate {
         EventKind::FileOpen
     } else {
         EventKind::FileWrite
     };
-    (
-        kind,
-        json!({ "access": access, "create": create, "op": "open" }),
-    )
+    let mut d = json!({ "access": access, "create": create, "op": "open" });
+    if truncate {
+        d["truncate"] = json!(true);
+    }
+    if flags & libc::O_NOFOLLOW != 0 {
+        d["nofollow"] = json!(true);
+    }
+    (kind, d)
 }
 
 impl std::fmt::Debug for Tracer {
@@ -565,6 +571,10 @@ impl Tracer {
         let mut decoded = decode(n.nr, pid, &n.args);
         if let (Some(raw), Some((_, d))) = (RAW.with(|r| r.borrow_mut().take()), decoded.as_mut()) {
             d["raw_path"] = json!(raw);
+        }
+        // A file reached through links is recorded as itself (the name used as `link_path`).
+        if let Some((kind, d)) = decoded.as_mut() {
+            super::links::apply(pid, *kind, d);
         }
         // Who started the program: the process tree, as pids inside the jail.
         if let Some((EventKind::ProcessSpawn, d)) = decoded.as_mut()

@@ -423,3 +423,34 @@ pub fn egress_entries_must_be_host_names() {
         assert!(r.stderr.contains("egress entry"), "{bad}: {}", r.stderr);
     }
 }
+
+#[test]
+pub fn a_link_of_the_programs_own_does_not_hide_what_it_opens() {
+    // A link planted in /tmp, and a `..` climbing from a link's target into a link named like
+    // Warden's own hook (which the tracer leaves out of the evidence).
+    let cmd = "ln -s $HOME/.ssh/id_rsa /tmp/k && cat /tmp/k >/dev/null; \
+               mkdir -p /tmp/x/y /tmp/.warden/python && ln -s /tmp/x/y /tmp/L && \
+               ln -s $HOME/.aws/credentials /tmp/.warden/python/sitecustomize.py && \
+               cat /tmp/L/../../.warden/python/sitecustomize.py >/dev/null; \
+               : > /tmp/t && python3 -c 'import os; os.open(\"/tmp/t\", os.O_RDONLY | os.O_TRUNC)'";
+    let (r, ev) = observed(&[], &["sh", "-c", cmd]);
+    assert_eq!(r.status, 0, "{r:?}");
+    let opened = all(&ev, "file.open");
+    let key = opened
+        .iter()
+        .find(|e| e["data"]["path"] == "/home/sandbox/.ssh/id_rsa")
+        .unwrap_or_else(|| panic!("{opened:?}"));
+    assert_eq!(key["data"]["link_path"], "/tmp/k");
+    assert!(
+        opened
+            .iter()
+            .any(|e| e["data"]["path"] == "/home/sandbox/.aws/credentials"),
+        "{opened:?}"
+    );
+    // A read-only open that truncates is a write.
+    assert!(
+        all(&ev, "file.write")
+            .iter()
+            .any(|e| e["data"]["path"] == "/tmp/t" && e["data"]["truncate"] == true)
+    );
+}

@@ -1,0 +1,208 @@
+//! Where a file path really leads inside the jail. A program can plant a symbolic link where it
+//! may write (`ln -s ~/.ssh/id_rsa /tmp/k; cat /tmp/k`), and a `..` after a link climbs from the
+//! link's target, not from the link's folder; recorded as written, such an open would be judged
+//! by the link's harmless name. So the tracer follows the links, as the kernel will, through
+//! the stopped task's own root (`/proc/PID/root`, absolute targets taken from the jail's root),
+//! and records the file reached as `path`, the name used as `link_path`.
+//!
+//! Guarantees: at most [`MAX_LINKS`] links and [`MAX_PATH`] bytes, never through the jail's
+//! `/proc` (whose `self` would be the tracer's); only paths that can meet a link the program
+//! made are walked (under the folders it may write, or climbing with `..`), so the system's
+//! own files cost nothing more. What it cannot promise: the walk happens while the task is
+//! stopped, before the kernel's own; a program that swaps a link between the two (a race it
+//! would have to win) can still be recorded under the name it used.
+
+use serde_json::{Value, json};
+use warden_events::EventKind;
+
+/// Links followed per path, at most (the kernel's own limit).
+pub const MAX_LINKS: usize = 40;
+/// Longest path walked.
+pub const MAX_PATH: usize = 4096;
+/// Where a program in the jail can make links (or be handed one): everything else is the
+/// read-only system view.
+const WRITABLE: &[&str] = &[
+    "/tmp",
+    "/workspace",
+    "/home",
+    "/dev/shm",
+    "/var/tmp",
+    "/run",
+];
+
+/// Whether `raw` (an absolute path as the program gave it) can lead through a link of the
+/// program's own.
+fn may_meet_a_link(raw: &str) -> bool {
+    raw.contains("/..")
+        || WRITABLE
+            .iter()
+            .any(|w| raw == *w || raw.strip_prefix(w).is_some_and(|r| r.starts_with('/')))
+}
+
+/// `raw` resolved inside the root of task `pid`: links followed (the last component only with
+/// `follow_last`), `.` and `..` taken where the kernel takes them. `None` when it leads through
+/// `/proc`, past the limits, or cannot be read.
+pub fn resolve(pid: i32, raw: &str, follow_last: bool) -> Option<String> {
+    if raw.len() > MAX_PATH || !raw.starts_with('/') {
+        return None;
+    }
+    let root = format!("/proc/{pid}/root");
+    let mut todo: std::collections::VecDeque<String> = raw
+        .split('/')
+        .filter(|c| !c.is_empty())
+        .map(str::to_owned)
+        .collect();
+    let mut done: Vec<String> = Vec::new();
+    let mut links = 0;
+    while let Some(c) = todo.pop_front() {
+        match c.as_str() {
+            "." => continue,
+            ".." => {
+                done.pop();
+                continue;
+            }
+            _ => {}
+        }
+        if done.is_empty() && c == "proc" {
+            return None;
+        }
+        if todo.is_empty() && !follow_last {
+            done.push(c);
+            break;
+        }
+        let here = format!(
+            "{root}/{}",
+            done.iter()
+                .chain([&c])
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("/")
+        );
+        match std::fs::read_link(&here) {
+            Ok(target) => {
+                links += 1;
+                let target = target.to_string_lossy().into_owned();
+                if links > MAX_LINKS || target.len() > MAX_PATH {
+                    return None;
+                }
+                if target.starts_with('/') {
+                    done.clear();
+                }
+                let mut next: std::collections::VecDeque<String> = target
+                    .split('/')
+                    .filter(|c| !c.is_empty())
+                    .map(str::to_owned)
+                    .collect();
+                next.extend(todo);
+                todo = next;
+            }
+            Err(_) => done.push(c),
+        }
+    }
+    Some(format!("/{}", done.join("/")))
+}
+
+/// Follow the links of a file event's paths (see the module's doc): `path` becomes the file
+/// reached and `link_path` the name used, when they differ.
+pub fn apply(pid: i32, kind: EventKind, data: &mut Value) {
+    let keys: &[(&str, bool)] = match kind {
+        // An open follows its last link unless told not to; so does chmod. mkdir, unlink and
+        // rename act on the name itself.
+        EventKind::FileOpen | EventKind::FileWrite => {
+            let follows = data["nofollow"] != true && data["op"] != "mkdir";
+            if follows {
+                &[("path", true)]
+            } else {
+                &[("path", false)]
+            }
+        }
+        EventKind::FileDelete => &[("path", false)],
+        EventKind::FileRename => &[("from", false), ("to", false)],
+        _ => return,
+    };
+    for &(key, follow_last) in keys {
+        // The form the program wrote (before `..` was taken lexically) when there is one.
+        let raw = match (key, data["raw_path"].as_str()) {
+            ("path", Some(r)) => r.to_owned(),
+            _ => match data[key].as_str() {
+                Some(p) => p.to_owned(),
+                None => continue,
+            },
+        };
+        if !may_meet_a_link(&raw) {
+            continue;
+        }
+        let Some(real) = resolve(pid, &raw, follow_last) else {
+            continue;
+        };
+        if data[key].as_str() != Some(real.as_str()) {
+            let named = data[key].take();
+            data[key] = json!(real);
+            let link_key = if key == "path" {
+                "link_path".to_owned()
+            } else {
+                format!("link_{key}")
+            };
+            data[link_key] = named;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_paths_that_can_meet_a_planted_link_are_walked() {
+        for yes in [
+            "/tmp/k",
+            "/tmp",
+            "/workspace/a/b",
+            "/home/sandbox/x",
+            "/usr/../tmp/k",
+        ] {
+            assert!(may_meet_a_link(yes), "{yes}");
+        }
+        for no in [
+            "/usr/lib/libz.so",
+            "/etc/passwd",
+            "/tmpfoo",
+            "/proc/self/status",
+        ] {
+            assert!(!may_meet_a_link(no), "{no}");
+        }
+    }
+
+    /// This process's own root stands in for a jail's: links made in a temporary folder are
+    /// followed as the kernel would.
+    #[test]
+    fn links_and_dot_dots_are_followed_as_the_kernel_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::create_dir_all(d.join("real/sub")).unwrap();
+        std::fs::write(d.join("real/secret"), "s").unwrap();
+        std::os::unix::fs::symlink(d.join("real/secret"), d.join("k")).unwrap();
+        std::os::unix::fs::symlink(d.join("real/sub"), d.join("L")).unwrap();
+        std::os::unix::fs::symlink("loop", d.join("loop")).unwrap();
+        let pid = i32::try_from(std::process::id()).unwrap();
+        let at = |p: &str| format!("{}/{p}", d.display());
+        // An absolute link, a relative `..` after a link (the link's target's parent).
+        assert_eq!(resolve(pid, &at("k"), true), Some(at("real/secret")));
+        assert_eq!(
+            resolve(pid, &at("L/../secret"), true),
+            Some(at("real/secret"))
+        );
+        // Not following the last component: the link itself.
+        assert_eq!(resolve(pid, &at("k"), false), Some(at("k")));
+        // A loop ends the walk; /proc is never walked.
+        assert_eq!(resolve(pid, &at("loop"), true), None);
+        assert_eq!(resolve(pid, "/proc/self/root/etc/passwd", true), None);
+        let mut data = json!({ "path": at("k"), "access": "read", "op": "open" });
+        // (The walk only starts in the jail's writable folders; a temporary folder is one.)
+        if may_meet_a_link(&at("k")) {
+            apply(pid, EventKind::FileOpen, &mut data);
+            assert_eq!(data["path"], json!(at("real/secret")));
+            assert_eq!(data["link_path"], json!(at("k")));
+        }
+    }
+}
