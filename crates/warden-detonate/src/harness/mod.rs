@@ -760,7 +760,14 @@ where
             }
             // The benign call, again and again: does the tool change after some calls?
             if i == 0 {
-                repeat::repeat(ctx, &client, &name, &arguments, &outcome, &nonce).await?;
+                let stateful = repeat::says_it_changes_state(t.get("annotations"));
+                let first = repeat::First {
+                    tool: &name,
+                    arguments: &arguments,
+                    outcome: &outcome,
+                    stateful,
+                };
+                repeat::repeat(ctx, &client, &first, &nonce).await?;
             }
         }
     }

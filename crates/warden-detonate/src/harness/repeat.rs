@@ -7,6 +7,13 @@
 //! file changes: the repeated call itself changes state (a branch that now exists, a lock file
 //! git removes, a cache written once), as real servers showed.
 //!
+//! A tool whose annotations say that each call changes state (an explicit `destructiveHint:
+//! true`, or `idempotentHint: false`, and not `readOnlyHint: true`) may do something new on a
+//! later call because of what its earlier calls did (a browser's "back" walking into a page an
+//! earlier call opened): a new process, connection or denial from it is a change worth a look
+//! (`serious: false`, marked `stateful`), not a rug pull. New canaries or new orders to the
+//! model stay serious whatever it says.
+//!
 //! Guarantees: at most [`REPEATS`] calls of a tool in all (the first included); a tool whose
 //! first call timed out or was slow is not repeated; the first change is recorded as one
 //! `mcp.behaviour_changed` event naming the call number that changed, and the repeats stop.
@@ -59,17 +66,30 @@ fn effect(e: &Event) -> Option<&'static str> {
     })
 }
 
-/// Whether a new effect is serious on its own (high) rather than a change worth a look.
-fn serious(change: &str) -> bool {
-    [
-        "process.spawn",
-        "net.",
-        "canary.seen",
-        "sandbox.denied",
-        "instructions:",
-    ]
-    .iter()
-    .any(|s| change.contains(s))
+/// Whether a new effect is serious on its own (high) rather than a change worth a look; for a
+/// tool that says it changes state, only leaked canaries and new orders to the model are.
+fn serious(change: &str, stateful: bool) -> bool {
+    let always: &[&str] = &["canary.seen", "instructions:"];
+    let unless_stateful: &[&str] = &["process.spawn", "net.", "sandbox.denied"];
+    always.iter().any(|s| change.contains(s))
+        || (!stateful && unless_stateful.iter().any(|s| change.contains(s)))
+}
+
+/// Whether a tool's annotations say each call changes state: an explicit `destructiveHint:
+/// true` or `idempotentHint: false`, and not `readOnlyHint: true` (absent hints say nothing).
+pub(crate) fn says_it_changes_state(annotations: Option<&Value>) -> bool {
+    let hint = |k: &str| annotations.and_then(|a| a.get(k)).and_then(Value::as_bool);
+    hint("readOnlyHint") != Some(true)
+        && (hint("destructiveHint") == Some(true) || hint("idempotentHint") == Some(false))
+}
+
+/// A tool's first benign call, to be repeated.
+pub(super) struct First<'a> {
+    pub tool: &'a str,
+    pub arguments: &'a Value,
+    pub outcome: &'a Outcome,
+    /// What its annotations say (see [`says_it_changes_state`]).
+    pub stateful: bool,
 }
 
 /// The shape of a successful tool result (`output` is the result as JSON text).
@@ -150,11 +170,10 @@ pub(crate) fn changes(first: &Observation, now: &Observation) -> Vec<String> {
 pub(super) async fn repeat(
     ctx: &mut Ctx<'_>,
     client: &Client,
-    tool: &str,
-    arguments: &Value,
-    first: &Outcome,
+    f: &First<'_>,
     nonce: &str,
 ) -> anyhow::Result<()> {
+    let (tool, arguments, first) = (f.tool, f.arguments, f.outcome);
     // A slow tool is not called again and again: the budget is for the other tools.
     let slow = u64::try_from(ctx.settings.call_timeout.as_millis() / 4).unwrap_or(u64::MAX);
     if first.timed_out || first.ms > slow {
@@ -175,12 +194,12 @@ pub(super) async fn repeat(
         let now = observe(&o, &o.window_events);
         let found = changes(&base, &now);
         if !found.is_empty() {
-            let serious = found.iter().any(|c| serious(c));
+            let serious = found.iter().any(|c| serious(c, f.stateful));
             ctx.record(
                 EventKind::McpBehaviourChanged,
                 json!({
                     "tool": tool, "call_number": n, "call": o.id, "first_call": first.id,
-                    "changes": found, "serious": serious,
+                    "changes": found, "serious": serious, "stateful": f.stateful,
                 }),
             );
             break;
@@ -249,7 +268,9 @@ mod tests {
         let base = observe(&plain, &[ev(EventKind::FileWrite)]);
         let net = observe(&plain, &[ev(EventKind::NetConnect)]);
         assert_eq!(changes(&base, &net), vec!["new side effect: net.connect"]);
-        assert!(changes(&base, &net).iter().any(|c| serious(c)));
+        assert!(changes(&base, &net).iter().any(|c| serious(c, false)));
+        // A tool that says it changes state: a new connection is worth a look, not a rug pull.
+        assert!(!changes(&base, &net).iter().any(|c| serious(c, true)));
         let json_text = observe(
             &outcome(
                 json!({"content": [{"type": "text", "text": "{\"ok\": 1}"}]}),
@@ -283,6 +304,24 @@ mod tests {
             c.iter().any(|c| c == "new instructions: instruction_block"),
             "{c:?}"
         );
-        assert!(c.iter().any(|c| serious(c)));
+        assert!(c.iter().any(|c| serious(c, false)));
+        assert!(
+            c.iter().any(|c| serious(c, true)),
+            "new orders are serious whatever it says"
+        );
+    }
+
+    #[test]
+    fn only_explicit_hints_say_a_tool_changes_state() {
+        let says = |a: Value| says_it_changes_state(Some(&a));
+        assert!(says(json!({"destructiveHint": true})));
+        assert!(says(
+            json!({"idempotentHint": false, "readOnlyHint": false})
+        ));
+        assert!(!says(
+            json!({"destructiveHint": true, "readOnlyHint": true})
+        ));
+        assert!(!says(json!({})), "absent hints say nothing");
+        assert!(!says_it_changes_state(None));
     }
 }
