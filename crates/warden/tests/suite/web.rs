@@ -272,6 +272,10 @@ fn browse_runs_the_page_inside_the_allowlist() {
             "web_browse",
             json!({"url": "http://svc.test:8080/forged.html"})
         ),
+        call(
+            "web_browse",
+            json!({"url": "http://svc.test:8080/frames.html", "wait_ms": 1000})
+        ),
     ]);
     let reports = in_lab(
         &[Session {
@@ -332,6 +336,17 @@ fn browse_runs_the_page_inside_the_allowlist() {
     assert_eq!(forged["title"], "real title", "{forged}");
     assert_eq!(forged["final_url"], "http://svc.test:8080/forged.html");
     assert!(forged["text"].as_str().unwrap().contains("real text"));
+
+    // A frame from another site and a worker's fetch are checked like the page's own requests.
+    let frames = ok(r, 5);
+    let reqs = frames["requests"].as_array().unwrap();
+    let refused = |url: &str| {
+        reqs.iter()
+            .any(|q| q["url"] == url && q["allowed"] == false)
+    };
+    assert!(refused("http://other.test:8080/framed.html"), "{reqs:?}");
+    assert!(refused("http://other.test:8080/from-worker"), "{reqs:?}");
+    assert!(refused("http://other.test:8080/popup.html"), "{reqs:?}");
 }
 
 #[test]

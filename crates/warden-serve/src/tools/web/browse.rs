@@ -158,6 +158,18 @@ fn handle(browser: &mut Browser, ev: &Value, allow: &[String], reqs: &mut Reques
             reqs.push(p["networkId"].as_str(), entry);
             true
         }
+        // A frame in a process of its own, a worker, a popup: attached paused, so that its
+        // requests are checked like the page's before it runs.
+        Some("Target.attachedToTarget") => {
+            if let Some(child) = p["sessionId"].as_str() {
+                let child = Some(child);
+                let _ = browser.send(child, "Fetch.enable", intercept_all());
+                let _ = browser.send(child, "Network.enable", json!({}));
+                let _ = browser.send(child, "Target.setAutoAttach", auto_attach());
+                let _ = browser.send(child, "Runtime.runIfWaitingForDebugger", json!({}));
+            }
+            true
+        }
         Some("Network.responseReceived") => {
             if p["type"] == "Document" && p["frameId"].as_str() == reqs.main_frame.as_deref() {
                 reqs.status = p["response"]["status"].as_u64();
@@ -211,12 +223,20 @@ async fn drive(
     // A page target's main frame has the target's id.
     reqs.main_frame = target["targetId"].as_str().map(str::to_owned);
     let s = Some(session.as_str());
+    // New pages (popups) anywhere in the browser, then the page's own frames and workers.
+    call(
+        browser,
+        None,
+        "Target.setAutoAttach",
+        auto_attach(),
+        allow,
+        reqs,
+    )
+    .await?;
     for (method, params) in [
-        (
-            "Fetch.enable",
-            json!({ "patterns": [{ "urlPattern": "*", "requestStage": "Request" }] }),
-        ),
+        ("Fetch.enable", intercept_all()),
         ("Network.enable", json!({})),
+        ("Target.setAutoAttach", auto_attach()),
         ("Page.enable", json!({})),
         (
             "Emulation.setDeviceMetricsOverride",
@@ -362,6 +382,17 @@ async fn drive(
         out["screenshot_png_base64"] = shot["data"].clone();
     }
     Ok(out)
+}
+
+/// Every request paused before it is sent.
+fn intercept_all() -> Value {
+    json!({ "patterns": [{ "urlPattern": "*", "requestStage": "Request" }] })
+}
+
+/// Attach to every new target (frames in processes of their own, workers, popups), each paused
+/// until its requests are intercepted too.
+fn auto_attach() -> Value {
+    json!({ "autoAttach": true, "waitForDebuggerOnStart": true, "flatten": true })
 }
 
 /// A command whose meanwhile events are handled (paused requests answered at once).
