@@ -12,6 +12,8 @@
 //! stopped, before the kernel's own; a program that swaps a link between the two (a race it
 //! would have to win) can still be recorded under the name it used.
 
+use std::os::fd::{AsFd, BorrowedFd};
+
 use serde_json::{Value, json};
 use warden_events::EventKind;
 
@@ -39,14 +41,26 @@ fn may_meet_a_link(raw: &str) -> bool {
             .any(|w| raw == *w || raw.strip_prefix(w).is_some_and(|r| r.starts_with('/')))
 }
 
-/// `raw` resolved inside the root of task `pid`: links followed (the last component only with
+/// Task `pid`'s root, held (`O_PATH`) for resolving the paths it names.
+pub fn open_root(pid: i32) -> Option<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+        .open(format!("/proc/{pid}/root"))
+        .ok()
+}
+
+/// `raw` resolved inside `root` (a task's root): links followed (the last component only with
 /// `follow_last`), `.` and `..` taken where the kernel takes them. `None` when it leads through
 /// `/proc`, past the limits, or cannot be read.
-pub fn resolve(pid: i32, raw: &str, follow_last: bool) -> Option<String> {
+pub fn resolve(root: &std::fs::File, raw: &str, follow_last: bool) -> Option<String> {
     if raw.len() > MAX_PATH || !raw.starts_with('/') {
         return None;
     }
-    let root = format!("/proc/{pid}/root");
+    if let Some(plain) = without_links(root.as_fd(), raw, follow_last) {
+        return Some(plain);
+    }
     let mut todo: std::collections::VecDeque<String> = raw
         .split('/')
         .filter(|c| !c.is_empty())
@@ -70,15 +84,13 @@ pub fn resolve(pid: i32, raw: &str, follow_last: bool) -> Option<String> {
             done.push(c);
             break;
         }
-        let here = format!(
-            "{root}/{}",
-            done.iter()
-                .chain([&c])
-                .cloned()
-                .collect::<Vec<_>>()
-                .join("/")
-        );
-        match std::fs::read_link(&here) {
+        let here = done
+            .iter()
+            .chain([&c])
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("/");
+        match nix::fcntl::readlinkat(root.as_fd(), here.as_str()) {
             Ok(target) => {
                 links += 1;
                 let target = target.to_string_lossy().into_owned();
@@ -102,9 +114,32 @@ pub fn resolve(pid: i32, raw: &str, follow_last: bool) -> Option<String> {
     Some(format!("/{}", done.join("/")))
 }
 
+/// The common case in one lookup: when `raw` leads to an existing file through no link at all
+/// (the kernel's own walk, confined to the task's root, refusing every link), it is `raw` with
+/// `.` and `..` taken lexically, which is then where the kernel takes them. `None`: a link, or
+/// a missing file, on the way (walk it component by component).
+fn without_links(root: BorrowedFd<'_>, raw: &str, follow_last: bool) -> Option<String> {
+    let flags = libc::O_PATH | if follow_last { 0 } else { libc::O_NOFOLLOW };
+    let resolve = libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
+    let rel = raw.trim_start_matches('/');
+    let rel = if rel.is_empty() { "." } else { rel };
+    crate::sys::openat2(Some(root), rel, flags, 0, resolve).ok()?;
+    let mut parts: Vec<&str> = Vec::new();
+    for c in raw.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            c => parts.push(c),
+        }
+    }
+    Some(format!("/{}", parts.join("/")))
+}
+
 /// Follow the links of a file event's paths (see the module's doc): `path` becomes the file
 /// reached and `link_path` the name used, when they differ.
-pub fn apply(pid: i32, kind: EventKind, data: &mut Value) {
+pub fn apply(root: &std::fs::File, kind: EventKind, data: &mut Value) {
     let keys: &[(&str, bool)] = match kind {
         // An open follows its last link unless told not to; so does chmod. mkdir, unlink and
         // rename act on the name itself.
@@ -132,7 +167,7 @@ pub fn apply(pid: i32, kind: EventKind, data: &mut Value) {
         if !may_meet_a_link(&raw) {
             continue;
         }
-        let Some(real) = resolve(pid, &raw, follow_last) else {
+        let Some(real) = resolve(root, &raw, follow_last) else {
             continue;
         };
         if data[key].as_str() != Some(real.as_str()) {
@@ -184,23 +219,25 @@ mod tests {
         std::os::unix::fs::symlink(d.join("real/secret"), d.join("k")).unwrap();
         std::os::unix::fs::symlink(d.join("real/sub"), d.join("L")).unwrap();
         std::os::unix::fs::symlink("loop", d.join("loop")).unwrap();
-        let pid = i32::try_from(std::process::id()).unwrap();
+        let root = open_root(i32::try_from(std::process::id()).unwrap()).unwrap();
         let at = |p: &str| format!("{}/{p}", d.display());
+        let walk = |p: &str, follow: bool| resolve(&root, p, follow);
         // An absolute link, a relative `..` after a link (the link's target's parent).
-        assert_eq!(resolve(pid, &at("k"), true), Some(at("real/secret")));
+        assert_eq!(walk(&at("k"), true), Some(at("real/secret")));
+        assert_eq!(walk(&at("L/../secret"), true), Some(at("real/secret")));
+        // Not following the last component: the link itself; a path with no link at all.
+        assert_eq!(walk(&at("k"), false), Some(at("k")));
         assert_eq!(
-            resolve(pid, &at("L/../secret"), true),
+            walk(&at("real/./sub/../secret"), true),
             Some(at("real/secret"))
         );
-        // Not following the last component: the link itself.
-        assert_eq!(resolve(pid, &at("k"), false), Some(at("k")));
         // A loop ends the walk; /proc is never walked.
-        assert_eq!(resolve(pid, &at("loop"), true), None);
-        assert_eq!(resolve(pid, "/proc/self/root/etc/passwd", true), None);
+        assert_eq!(walk(&at("loop"), true), None);
+        assert_eq!(walk("/proc/self/root/etc/passwd", true), None);
         let mut data = json!({ "path": at("k"), "access": "read", "op": "open" });
         // (The walk only starts in the jail's writable folders; a temporary folder is one.)
         if may_meet_a_link(&at("k")) {
-            apply(pid, EventKind::FileOpen, &mut data);
+            apply(&root, EventKind::FileOpen, &mut data);
             assert_eq!(data["path"], json!(at("real/secret")));
             assert_eq!(data["link_path"], json!(at("k")));
         }

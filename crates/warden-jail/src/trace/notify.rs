@@ -71,6 +71,8 @@ pub struct Tracer {
 #[derive(Debug)]
 struct Task {
     mem: Option<std::fs::File>,
+    /// Its root (`O_PATH`), where the paths it names are resolved (see [`super::links`]).
+    root: Option<std::fs::File>,
     /// The thread's pid inside the jail.
     inner: Option<i32>,
     /// Its process's (thread group's) pid inside the jail: what events carry, so the work of a
@@ -554,6 +556,7 @@ impl Tracer {
             let process = if tgid == pid { inner } else { task_ids(tgid).0 };
             Task {
                 mem: std::fs::File::open(format!("/proc/{pid}/mem")).ok(),
+                root: super::links::open_root(pid),
                 inner,
                 process,
                 tgid,
@@ -561,6 +564,7 @@ impl Tracer {
         });
         let (inner, process, tgid) = (task.inner, task.process, task.tgid);
         let mem = task.mem.as_ref().and_then(|f| f.try_clone().ok());
+        let root = task.root.as_ref().and_then(|f| f.try_clone().ok());
         CURRENT.with(|c| *c.borrow_mut() = mem);
         // An exec replaces the process's address space, and an exec from another thread takes
         // over the leader's pid: forget every thread of this process.
@@ -573,8 +577,8 @@ impl Tracer {
             d["raw_path"] = json!(raw);
         }
         // A file reached through links is recorded as itself (the name used as `link_path`).
-        if let Some((kind, d)) = decoded.as_mut() {
-            super::links::apply(pid, *kind, d);
+        if let (Some((kind, d)), Some(root)) = (decoded.as_mut(), root.as_ref()) {
+            super::links::apply(root, *kind, d);
         }
         // Who started the program: the process tree, as pids inside the jail.
         if let Some((EventKind::ProcessSpawn, d)) = decoded.as_mut()
