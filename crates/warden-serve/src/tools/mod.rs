@@ -290,6 +290,19 @@ pub async fn call(name: &str, args: Value, cx: &CallContext) -> Result<Value, To
     }
 }
 
+/// An event of `kind` with `data` (pid 2, no window), for the tools' own tests.
+#[cfg(test)]
+pub(crate) fn test_event(kind: warden_events::EventKind, data: Value) -> warden_events::Event {
+    warden_events::Event {
+        id: 1,
+        t_ms: 0,
+        kind,
+        pid: Some(2),
+        triggered_by: None,
+        data,
+    }
+}
+
 /// The result shape shared by `run_command` and `run_python`.
 pub(crate) fn run_output_schema(extra: Value) -> Value {
     let mut props = json!({

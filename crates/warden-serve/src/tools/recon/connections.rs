@@ -97,16 +97,7 @@ fn ranges(ports: &[u16]) -> String {
 mod tests {
     use super::*;
 
-    fn ev(kind: EventKind, data: Value) -> Event {
-        Event {
-            id: 1,
-            t_ms: 0,
-            kind,
-            pid: Some(2),
-            triggered_by: None,
-            data,
-        }
-    }
+    use crate::tools::test_event as ev;
 
     #[test]
     fn attempts_are_grouped_by_address_and_state() {

@@ -98,16 +98,7 @@ pub fn summarize(events: &[Event], dropped: u64) -> Value {
 mod tests {
     use super::*;
 
-    fn ev(kind: EventKind, data: Value) -> Event {
-        Event {
-            id: 1,
-            t_ms: 0,
-            kind,
-            pid: Some(2),
-            triggered_by: None,
-            data,
-        }
-    }
+    use crate::tools::test_event as ev;
 
     #[test]
     fn forwarded_refused_and_sunk_connections_are_told_apart() {
