@@ -79,6 +79,34 @@ enum Reply {
 #[derive(Debug, Clone)]
 pub struct Jail {
     helper: PathBuf,
+    /// When the helper is the `warden-jail` found beside us: the file it was when it said it
+    /// is of our build. Once the file at that path is another (an upgrade replaced it), the
+    /// running executable is the helper instead.
+    sibling: Option<FileId>,
+}
+
+/// What tells one file from its replacement at the same path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileId {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime_ns: i128,
+    ctime_ns: i128,
+}
+
+impl FileId {
+    fn of(path: &std::path::Path) -> Option<FileId> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::symlink_metadata(path).ok()?;
+        Some(FileId {
+            dev: m.dev(),
+            ino: m.ino(),
+            size: m.size(),
+            mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+            ctime_ns: i128::from(m.ctime()) * 1_000_000_000 + i128::from(m.ctime_nsec()),
+        })
+    }
 }
 
 impl Jail {
@@ -92,18 +120,30 @@ impl Jail {
             path: PathBuf::from(SELF_EXE),
             source,
         })?;
-        static SIBLING: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
-        let helper = SIBLING
-            .get_or_init(|| sibling_helper(&exe))
-            .clone()
-            .unwrap_or_else(|| PathBuf::from(SELF_EXE));
-        Ok(Jail { helper })
+        static SIBLING: std::sync::OnceLock<Option<(PathBuf, FileId)>> = std::sync::OnceLock::new();
+        Ok(match SIBLING.get_or_init(|| sibling_helper(&exe)) {
+            Some((path, id)) => Jail {
+                helper: path.clone(),
+                sibling: Some(*id),
+            },
+            None => Jail::with_helper(SELF_EXE),
+        })
     }
 
     /// A jail whose helper is `path` (a `warden` binary).
     pub fn with_helper(path: impl Into<PathBuf>) -> Jail {
         Jail {
             helper: path.into(),
+            sibling: None,
+        }
+    }
+
+    /// The helper to start now: the sibling `warden-jail` while it is still the file that said
+    /// it is of our build (one `lstat`), else the running executable.
+    fn helper_now(&self) -> PathBuf {
+        match self.sibling {
+            Some(id) if FileId::of(&self.helper) != Some(id) => PathBuf::from(SELF_EXE),
+            _ => self.helper.clone(),
         }
     }
 
@@ -116,8 +156,9 @@ impl Jail {
         if req.argv.is_empty() && !req.deferred {
             return Err(JailError::BadCommand("empty command line"));
         }
+        let helper = self.helper_now();
         let helper_err = |source| JailError::Helper {
-            path: self.helper.clone(),
+            path: helper.clone(),
             source,
         };
         let io_err = |e: nix::errno::Errno| helper_err(std::io::Error::from(e));
@@ -133,7 +174,7 @@ impl Jail {
         };
         let link_raw = link.as_ref().map_or(-1, |(_, t)| t.as_raw_fd());
         let [stdin, stdout, stderr] = stdio;
-        let mut cmd = Command::new(&self.helper);
+        let mut cmd = Command::new(&helper);
         cmd.arg(HELPER_ARG)
             .arg(BUILD)
             .env_clear()
@@ -363,11 +404,12 @@ pub struct Running {
 /// it is of this build (`warden-jail --build`, run once per process, answered within
 /// [`PROBE_WAIT`]). Anything else (absent, stale from another build, foreign, slow) is not
 /// used: the caller's own binary is the helper then.
-fn sibling_helper(exe: &std::path::Path) -> Option<PathBuf> {
+fn sibling_helper(exe: &std::path::Path) -> Option<(PathBuf, FileId)> {
     use std::io::Read;
     use std::os::unix::fs::MetadataExt;
     let path = exe.with_file_name(HELPER_BIN);
     let meta = std::fs::symlink_metadata(&path).ok()?;
+    let id = FileId::of(&path)?;
     let own = std::fs::metadata(exe).ok()?;
     let dir = std::fs::metadata(path.parent()?).ok()?;
     let trusted = |uid: u32| uid == 0 || uid == nix::unistd::geteuid().as_raw();
@@ -406,7 +448,9 @@ fn sibling_helper(exe: &std::path::Path) -> Option<PathBuf> {
     }
     let _ = child.kill();
     let _ = child.wait();
-    (answer[..got].trim_ascii() == BUILD.as_bytes()).then_some(path)
+    // Still the file that answered (not replaced while it did).
+    (answer[..got].trim_ascii() == BUILD.as_bytes() && FileId::of(&path) == Some(id))
+        .then_some((path, id))
 }
 
 /// How long `warden-jail --build` may take to answer.

@@ -1397,6 +1397,36 @@ pub fn serve_uses_the_small_helper_of_its_own_build_only() {
     }
 }
 
+/// Regression: the server kept starting the `warden-jail` beside it by path, so once an upgrade
+/// replaced that file under a running server, every cold start met another build (refused) or
+/// nothing. A replaced sibling is now passed over for the running executable.
+#[test]
+pub fn a_running_server_survives_its_small_helper_being_replaced() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    std::fs::hard_link(the_binary(), dir.path().join("warden")).unwrap();
+    let jail = dir.path().join("warden-jail");
+    std::fs::copy(env!("CARGO_BIN_EXE_warden-jail"), &jail).unwrap();
+    let (mut child, mut stdin, mut stdout) = stdio_session_of(dir.path().join("warden"), &[], &[]);
+    let echo = r#"{"name":"run_command","arguments":{"argv":["echo","hi"]}}"#;
+    let v = request(&mut stdin, &mut stdout, 2, "tools/call", echo);
+    assert_eq!(tool_result(&v)["stdout"], "hi\n", "{v}");
+    assert!(!helpers_of(child.id(), &jail).is_empty());
+    // The upgrade: another file takes the helper's name.
+    std::fs::remove_file(&jail).unwrap();
+    std::fs::write(&jail, "#!/bin/sh\nexit 1\n").unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&jail, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    // Past the pool's waiting sandboxes (prepared before the upgrade): cold starts too.
+    for id in 3..8 {
+        let v = request(&mut stdin, &mut stdout, id, "tools/call", echo);
+        assert_eq!(tool_result(&v)["stdout"], "hi\n", "call {id}: {v}");
+    }
+    drop(stdin);
+    child.wait().unwrap();
+}
+
 /// Regression: the server re-executed its binary by path for its sandboxes' helper and its
 /// validation worker, so once an upgrade replaced that file under a running server, every
 /// call started another build (or nothing). It now starts the file that is running.
