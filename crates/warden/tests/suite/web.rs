@@ -25,6 +25,12 @@ struct Session<'a> {
 /// Run `sessions` one after the other in one fresh lab, each through the SDK client; their
 /// reports (tools, status, policy, each call's result or error, the audit).
 fn in_lab(sessions: &[Session], env: &[(&str, &str)]) -> Vec<Value> {
+    lab(sessions, env, false)
+}
+
+/// [`in_lab`], with the server where a container runtime would leave it (a masked `/proc`:
+/// `fixtures/containers/masked-proc.sh`) when `container`.
+fn lab(sessions: &[Session], env: &[(&str, &str)], container: bool) -> Vec<Value> {
     let dir = tempfile::tempdir().unwrap();
     let mut script = String::from("set -e\n");
     for (i, s) in sessions.iter().enumerate() {
@@ -44,9 +50,11 @@ fn in_lab(sessions: &[Session], env: &[(&str, &str)]) -> Vec<Value> {
     }
     let mut cmd = Command::new("unshare");
     cmd.args(["--net", "--mount"])
-        .arg(fixtures().join("web/lab.sh"))
-        .args(["sh", "-c", &script])
-        .stdin(Stdio::null());
+        .arg(fixtures().join("web/lab.sh"));
+    if container {
+        cmd.arg(fixtures().join("containers/masked-proc.sh"));
+    }
+    cmd.args(["sh", "-c", &script]).stdin(Stdio::null());
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -403,4 +411,39 @@ fn search_goes_to_the_configured_backend_only() {
 fn base64_decode(s: &str) -> Vec<u8> {
     use base64::Engine as _;
     base64::engine::general_purpose::STANDARD.decode(s).unwrap()
+}
+
+/// In a container (a masked `/proc`, no fresh procfs for the sandbox): a fetch, the sandbox's
+/// refusal of an allowlisted name that points inward, and a browser, as on a bare machine.
+#[test]
+fn the_web_tools_work_in_a_container() {
+    let calls = json!([
+        call(
+            "web_fetch",
+            json!({"url": "http://svc.test:8080/page.html"})
+        ),
+        call(
+            "web_fetch",
+            json!({"url": "http://priv.test:8080/page.html"})
+        ),
+        call(
+            "web_browse",
+            json!({"url": "http://svc.test:8080/js-redirect.html"})
+        ),
+    ]);
+    let session = Session {
+        config: format!("[web]\n{ALLOW}\n"),
+        profile: "web",
+        calls,
+    };
+    let reports = lab(&[session], &[], true);
+    let r = &reports[0];
+    assert_eq!(ok(r, 0)["status"], 200);
+    let e = err(r, 1);
+    assert_eq!(e["kind"], "target_not_allowed", "{e}");
+    assert_eq!(e["network"]["refused_total"], 1, "{e}");
+    assert_eq!(
+        ok(r, 2)["final_url"],
+        "http://svc.test:8080/page.html?after=js"
+    );
 }
