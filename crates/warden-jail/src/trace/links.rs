@@ -124,17 +124,7 @@ fn without_links(root: BorrowedFd<'_>, raw: &str, follow_last: bool) -> Option<S
     let rel = raw.trim_start_matches('/');
     let rel = if rel.is_empty() { "." } else { rel };
     crate::sys::openat2(Some(root), rel, flags, 0, resolve).ok()?;
-    let mut parts: Vec<&str> = Vec::new();
-    for c in raw.split('/') {
-        match c {
-            "" | "." => {}
-            ".." => {
-                parts.pop();
-            }
-            c => parts.push(c),
-        }
-    }
-    Some(format!("/{}", parts.join("/")))
+    Some(super::notify::normalize(raw))
 }
 
 /// Follow the links of a file event's paths (see the module's doc): `path` becomes the file

@@ -128,11 +128,26 @@ fn repeat_key(
             .as_str()
             .is_some_and(|s| warden_events::FALLBACK_PROBES.contains(&s));
     if probe {
-        data["syscall"].to_string().hash(&mut h);
+        hash_json(&data["syscall"], &mut h);
     } else {
-        data.to_string().hash(&mut h);
+        hash_json(data, &mut h);
     }
     Some(h.finish())
+}
+
+/// Feed `v`'s JSON text to `h` as it is written (no string is built on this hot path).
+fn hash_json(v: &Value, h: &mut impl std::hash::Hasher) {
+    struct Feed<'a, H>(&'a mut H);
+    impl<H: std::hash::Hasher> std::io::Write for Feed<'_, H> {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.write(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let _ = serde_json::to_writer(Feed(h), v);
 }
 
 impl std::fmt::Debug for Hub {

@@ -754,7 +754,7 @@ impl Tracer {
 }
 
 /// `path` with `.`, `..` and repeated slashes resolved lexically.
-fn normalize(path: &str) -> String {
+pub(super) fn normalize(path: &str) -> String {
     let mut parts: Vec<&str> = Vec::new();
     for c in path.split('/') {
         match c {

@@ -192,7 +192,9 @@ pub(super) async fn jailed(
     }
 }
 
-fn timeout(cx: &CallContext, asked: Option<f64>) -> f64 {
+/// A call's time limit in seconds: asked for, else the profile's default, never above its
+/// maximum.
+pub(super) fn timeout(cx: &CallContext, asked: Option<f64>) -> f64 {
     let p = &cx.shared().config.profile;
     asked.unwrap_or(p.default_timeout_s).min(p.max_timeout_s)
 }

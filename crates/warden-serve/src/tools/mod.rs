@@ -303,6 +303,25 @@ pub(crate) fn test_event(kind: warden_events::EventKind, data: Value) -> warden_
     }
 }
 
+/// The sandbox every networked call (recon, web) starts from: the profile's limits with the
+/// call's own wall time (asked, else the default, never above the maximum) and no more CPU
+/// time than that, no workspace, traced. Each tool adds what its network may reach.
+pub(crate) fn networked_policy(cx: &CallContext, asked: Option<f64>) -> warden_jail::Policy {
+    let shared = cx.shared();
+    let mut p = shared.config.profile.policy.clone();
+    p.workspace = None;
+    p.protect = false;
+    p.allow_host_proc = shared.config.settings.allow_host_proc;
+    p.trace = true;
+    let ms = (exec::timeout(cx, asked) * 1000.0).clamp(1.0, 86_400_000.0);
+    // In range: clamped to a day in milliseconds.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let ms = ms as u64;
+    p.limits.wall_time_ms = ms;
+    p.limits.cpu_time_ms = p.limits.cpu_time_ms.min(ms.max(1000));
+    p
+}
+
 /// The result shape shared by `run_command` and `run_python`.
 pub(crate) fn run_output_schema(extra: Value) -> Value {
     let mut props = json!({

@@ -142,14 +142,9 @@ pub(crate) fn plain(findings: Option<Vec<Value>>) -> Option<Parsed> {
 /// the private output folder writable.
 fn policy(cx: &CallContext, job: &Job, program: &toolbox::Program, out: &Path) -> Policy {
     let shared = cx.shared();
-    let profile = &shared.config.profile;
-    let mut p = profile.policy.clone();
-    p.workspace = None;
-    p.protect = false;
-    p.allow_host_proc = shared.config.settings.allow_host_proc;
+    let mut p = super::networked_policy(cx, job.timeout_s);
     p.targets.clone_from(&shared.recon.targets);
     p.target_connect_ms = shared.recon.settings.connect_timeout_ms;
-    p.trace = true;
     p.binds.extend(program.binds());
     p.binds.extend(job.binds.iter().cloned());
     p.binds.push(Bind {
@@ -157,13 +152,6 @@ fn policy(cx: &CallContext, job: &Job, program: &toolbox::Program, out: &Path) -
         target: Some(OUT_MOUNT.into()),
         writable: true,
     });
-    let asked = job.timeout_s.unwrap_or(profile.default_timeout_s);
-    let ms = (asked.min(profile.max_timeout_s) * 1000.0).clamp(1.0, 86_400_000.0);
-    // In range: clamped to a day in milliseconds.
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-    let ms = ms as u64;
-    p.limits.wall_time_ms = ms;
-    p.limits.cpu_time_ms = p.limits.cpu_time_ms.min(ms.max(1000));
     // The output folder is the server's disk: no file there needs more than what is read back.
     p.limits.file_size_bytes = p.limits.file_size_bytes.min(4 * MAX_OUTPUT_FILE);
     p

@@ -15,6 +15,8 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::cdp::{Browser, CdpError};
+use super::fetch::MAX_URL;
+use super::page::MAX_TITLE;
 use super::worker::{Failure, Job};
 
 /// Requests listed in a result, at most (the rest are counted).
@@ -27,9 +29,6 @@ const HEIGHT: u32 = 800;
 const READ_PAGE: &str = "JSON.stringify({title: document.title, \
     html: document.documentElement ? document.documentElement.outerHTML : '', \
     text: document.body ? document.body.innerText : ''})";
-/// Characters of a title, and of the final URL, at most.
-const MAX_TITLE: usize = 1024;
-const MAX_URL: usize = 8192;
 
 /// What `web_browse` asks of the worker.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -138,7 +137,8 @@ fn handle(browser: &mut Browser, ev: &Value, allow: &[String], reqs: &mut Reques
                 "type": p["resourceType"],
                 "allowed": verdict.is_ok(),
             });
-            let sent = match &verdict {
+            // (A pipe that is gone ends the session at the next read.)
+            let _ = match &verdict {
                 Ok(()) => browser.send(
                     session.as_deref(),
                     "Fetch.continueRequest",
@@ -154,7 +154,6 @@ fn handle(browser: &mut Browser, ev: &Value, allow: &[String], reqs: &mut Reques
                     )
                 }
             };
-            let _ = sent;
             reqs.push(p["networkId"].as_str(), entry);
             true
         }

@@ -12,8 +12,8 @@ use super::worker::{Failure, Job};
 
 /// Redirects followed, at most.
 pub const MAX_REDIRECTS: usize = 10;
-/// Longest URL a redirect may lead to.
-const MAX_URL: usize = 8192;
+/// Longest URL a redirect may lead to (and that a browse reports).
+pub const MAX_URL: usize = 8192;
 /// Response headers a result carries (the rest, cookies first, are dropped).
 const KEPT_HEADERS: &[&str] = &[
     "age",

@@ -364,11 +364,9 @@ fn job(
     })
 }
 
-/// A call's time limit: asked for, else the profile's default, never above its maximum.
+/// A call's time limit (see [`super::exec::timeout`]).
 pub(super) fn timeout(cx: &CallContext, asked: Option<f64>) -> Duration {
-    let p = &cx.shared().config.profile;
-    let s = asked.unwrap_or(p.default_timeout_s).min(p.max_timeout_s);
-    Duration::from_secs_f64(s.clamp(0.001, 86_400.0))
+    Duration::from_secs_f64(super::exec::timeout(cx, asked).clamp(0.001, 86_400.0))
 }
 
 /// The worker's executable as the server sees it: the running `warden`'s real path.
@@ -385,9 +383,12 @@ async fn run(cx: &CallContext, mut job: Job, asked: Option<f64>) -> Result<Value
     let exe = shared
         .web_exe()
         .ok_or_else(|| ToolError::Unavailable("the warden executable cannot be found".into()))?;
-    let wall = u64::try_from(timeout(cx, asked).as_millis()).unwrap_or(u64::MAX);
-    job.timeout_ms = wall.saturating_sub(ANSWER_MARGIN_MS).max(1);
-    let mut policy = policy(cx, exe, wall, job.max_bytes);
+    let mut policy = policy(cx, asked, exe, job.max_bytes);
+    job.timeout_ms = policy
+        .limits
+        .wall_time_ms
+        .saturating_sub(ANSWER_MARGIN_MS)
+        .max(1);
     if let Op::Browse(b) = &job.op {
         browser_room(
             &mut policy,
@@ -495,14 +496,9 @@ fn failure(f: Failure, network: Value) -> ToolError {
 
 /// The sandbox of a web call: the profile's limits, no workspace, the allowlist as the only
 /// names its network reaches, the worker bound read-only, and room for the answer.
-fn policy(cx: &CallContext, exe: &Path, wall_ms: u64, max_bytes: u64) -> warden_jail::Policy {
-    let shared = cx.shared();
-    let mut p = shared.config.profile.policy.clone();
-    p.workspace = None;
-    p.protect = false;
-    p.allow_host_proc = shared.config.settings.allow_host_proc;
-    p.egress.clone_from(&shared.config.settings.web.allow);
-    p.trace = true;
+fn policy(cx: &CallContext, asked: Option<f64>, exe: &Path, max_bytes: u64) -> warden_jail::Policy {
+    let mut p = super::networked_policy(cx, asked);
+    p.egress.clone_from(&cx.shared().config.settings.web.allow);
     // Not the profile's environment (meant for commands, and perhaps holding their secrets): a
     // page, or a browser it subverts, could send it to an allowlisted host.
     p.env = warden_jail::Policy::default().env;
@@ -511,8 +507,6 @@ fn policy(cx: &CallContext, exe: &Path, wall_ms: u64, max_bytes: u64) -> warden_
         target: Some(WORKER_MOUNT.into()),
         writable: false,
     });
-    p.limits.wall_time_ms = wall_ms;
-    p.limits.cpu_time_ms = p.limits.cpu_time_ms.min(wall_ms.max(1000));
     // The answer is JSON: a body as base64 (4/3) or as escaped text (at worst 6 bytes for one).
     p.limits.output_bytes = p
         .limits

@@ -131,7 +131,7 @@ fn body(doc: &Html) -> Option<ElementRef<'_>> {
 }
 
 /// Characters of a title, at most.
-const MAX_TITLE: usize = 1024;
+pub const MAX_TITLE: usize = 1024;
 
 fn first_text(doc: &Html, css: &str) -> Option<String> {
     let sel = Selector::parse(css).ok()?;
@@ -177,7 +177,8 @@ fn walk(el: ElementRef, out: &mut String) {
     }
 }
 
-fn collapse(s: &str) -> String {
+/// `s` with runs of blank space as one space, trimmed.
+pub fn collapse(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 

@@ -171,7 +171,7 @@ fn results(backend: Backend, v: &Value, count: usize) -> Vec<(String, String, St
 fn plain(html: &str) -> String {
     let frag = scraper::Html::parse_fragment(html);
     let text: String = frag.root_element().text().collect();
-    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let text = super::page::collapse(&text);
     super::page::cut_chars(&text, MAX_TEXT).0
 }
 
