@@ -70,9 +70,14 @@ pub struct Tracer {
 
 #[derive(Debug)]
 struct Task {
-    mem: Option<std::fs::File>,
+    /// Its memory, shared with [`CURRENT`] while one of its notifications is decoded (a
+    /// reference, not a descriptor copy: a stop costs no `dup`/`close`).
+    mem: Option<Arc<std::fs::File>>,
     /// Its root (`O_PATH`), where the paths it names are resolved (see [`super::links`]).
-    root: Option<std::fs::File>,
+    root: Option<Arc<std::fs::File>>,
+    /// Its process, pinned (a pidfd) at its first connect, before that notification was
+    /// checked to be pending: the program's socket of each later connect is copied through it.
+    pidfd: Option<Arc<OwnedFd>>,
     /// The thread's pid inside the jail.
     inner: Option<i32>,
     /// Its process's (thread group's) pid inside the jail: what events carry, so the work of a
@@ -83,7 +88,7 @@ struct Task {
 
 thread_local! {
     /// The memory of the task being decoded (set for the duration of one notification).
-    static CURRENT: std::cell::RefCell<Option<std::fs::File>> = const { std::cell::RefCell::new(None) };
+    static CURRENT: std::cell::RefCell<Option<Arc<std::fs::File>>> = const { std::cell::RefCell::new(None) };
 }
 
 fn read_mem(pid: i32, addr: u64, len: usize) -> Option<Vec<u8>> {
@@ -97,7 +102,7 @@ fn read_mem(pid: i32, addr: u64, len: usize) -> Option<Vec<u8>> {
             _ => {
                 let fresh = std::fs::File::open(format!("/proc/{pid}/mem")).ok()?;
                 let n = fresh.read_at(&mut buf, addr).ok()?;
-                *c = Some(fresh);
+                *c = Some(Arc::new(fresh));
                 n
             }
         };
@@ -429,13 +434,24 @@ enum Reply {
 
 /// A duplicate of the socket of `n`, a stopped connect of process `tgid`: the process is
 /// pinned (pidfd) before the notification is checked to be still pending, so the pid cannot
-/// have been reused by then.
-fn program_socket(listener: &OwnedFd, n: &sys::Notification, tgid: i32) -> Option<OwnedFd> {
+/// have been reused by then. `pinned` is the process's pidfd taken before this notification
+/// was last checked (no second check, no pidfd per connect); one that no longer works (its
+/// process is gone and the pid is another's) is passed over for a fresh pin and check.
+fn program_socket(
+    listener: &OwnedFd,
+    n: &sys::Notification,
+    tgid: i32,
+    pinned: Option<&OwnedFd>,
+) -> Option<OwnedFd> {
+    let fd = low_i32(n.args[0]);
+    if let Some(sock) = pinned.and_then(|p| sys::pidfd_getfd(p.as_fd(), fd).ok()) {
+        return Some(sock);
+    }
     let pidfd = sys::pidfd_open(nix::unistd::Pid::from_raw(tgid)).ok()?;
     if !sys::notif_id_valid(listener.as_fd(), n.id) {
         return None;
     }
-    sys::pidfd_getfd(pidfd.as_fd(), low_i32(n.args[0])).ok()
+    sys::pidfd_getfd(pidfd.as_fd(), fd).ok()
 }
 
 /// Writable mounts of the jail, by their path inside, held open.
@@ -555,16 +571,25 @@ impl Tracer {
             let (inner, tgid) = task_ids(pid);
             let process = if tgid == pid { inner } else { task_ids(tgid).0 };
             Task {
-                mem: std::fs::File::open(format!("/proc/{pid}/mem")).ok(),
-                root: super::links::open_root(pid),
+                mem: std::fs::File::open(format!("/proc/{pid}/mem"))
+                    .ok()
+                    .map(Arc::new),
+                root: super::links::open_root(pid).map(Arc::new),
+                pidfd: None,
                 inner,
                 process,
                 tgid,
             }
         });
         let (inner, process, tgid) = (task.inner, task.process, task.tgid);
-        let mem = task.mem.as_ref().and_then(|f| f.try_clone().ok());
-        let root = task.root.as_ref().and_then(|f| f.try_clone().ok());
+        // Pinned before the validity check below, so that check covers the pin too.
+        if n.nr == libc::SYS_connect && task.pidfd.is_none() {
+            task.pidfd = sys::pidfd_open(nix::unistd::Pid::from_raw(tgid))
+                .ok()
+                .map(Arc::new);
+        }
+        let mem = task.mem.clone();
+        let root = task.root.clone();
         CURRENT.with(|c| *c.borrow_mut() = mem);
         // An exec replaces the process's address space, and an exec from another thread takes
         // over the leader's pid: forget every thread of this process.
@@ -635,8 +660,9 @@ impl Tracer {
             && let (Some(net), Some(addr)) = (&self.net, socket_addr(data))
         {
             // The program's socket itself, when its address is one the targets may concern.
+            let pinned = self.tasks.get(&pid).and_then(|t| t.pidfd.clone());
             let sock = (net.has_targets() && super::net::captured(&addr))
-                .then(|| program_socket(&self.listener, n, tgid))
+                .then(|| program_socket(&self.listener, n, tgid, pinned.as_deref()))
                 .flatten();
             let notif = self.responder.as_ref().map(|r| (r, n.id));
             match net.decide_target(addr, sock, notif, process, data) {
@@ -733,17 +759,22 @@ impl Tracer {
             .as_object_mut()
             .and_then(|m| m.remove("payload"))
             .and_then(|p| p.as_array().cloned());
-        let id = self.hub.record(kind, inner, data.clone());
-        if let Some(bytes) = payload {
+        // Where a payload went, kept before the event is handed over (no copy of the event).
+        let dest = payload
+            .is_some()
+            .then(|| (data["address"].clone(), data["port"].clone()));
+        let id = self.hub.record(kind, inner, data);
+        if let (Some(bytes), Some((address, port))) = (payload, dest) {
             let bytes: Vec<u8> = bytes
                 .iter()
                 .filter_map(|b| b.as_u64().and_then(|b| u8::try_from(b).ok()))
                 .collect();
-            let ctx = json!({ "where": "net", "address": data["address"], "port": data["port"], "event": id });
+            let ctx = json!({ "where": "net", "address": address, "port": port, "event": id });
             self.hub.scan(&bytes, inner, &ctx);
-            if data["port"] == 53 {
+            if port == 53 {
                 for (name, qtype) in warden_trace::questions(&bytes) {
-                    let dns = json!({ "name": name, "type": qtype, "server": data["address"], "answer": null });
+                    let dns =
+                        json!({ "name": name, "type": qtype, "server": address, "answer": null });
                     let dns_id = self.hub.record(EventKind::NetDns, inner, dns);
                     let ctx = json!({ "where": "dns", "name": name, "event": dns_id });
                     self.hub.scan_name(&name, inner, &ctx);
