@@ -44,8 +44,11 @@ pub struct Tracer {
     hub: Arc<Hub>,
     net: Option<Arc<Net>>,
     /// Per task (supervisor pid): its memory, opened once, its pid inside the jail and its
-    /// process. A reused pid is caught by the notification-id check, which comes after every
-    /// read.
+    /// process. The notification-id check after every read proves that a live task with this
+    /// pid made the syscall; entries go at an exec or `exit_group` of their process and when
+    /// that check fails, but a thread that ends on its own (`exit`) or a process killed by a
+    /// signal leaves its entry to whichever task is next given its pid (a known limit: such
+    /// a task's events may be read through the old entry's handles).
     tasks: HashMap<i32, Task>,
     /// Syscalls observed (let through); any other notification is a denial.
     observed: Vec<i64>,
@@ -434,9 +437,11 @@ enum Reply {
 
 /// A duplicate of the socket of `n`, a stopped connect of process `tgid`: the process is
 /// pinned (pidfd) before the notification is checked to be still pending, so the pid cannot
-/// have been reused by then. `pinned` is the process's pidfd taken before this notification
-/// was last checked (no second check, no pidfd per connect); one that no longer works (its
-/// process is gone and the pid is another's) is passed over for a fresh pin and check.
+/// have been reused by then. `pinned` is the pidfd cached for the task, taken before this
+/// notification was checked (no second check, no pidfd per connect): as good as the task
+/// cache's entry, which is the same task's as long as its pid was not reused (see
+/// `Tracer::tasks`); a pin that no longer works (its process is gone) is passed over for a
+/// fresh pin and check.
 fn program_socket(
     listener: &OwnedFd,
     n: &sys::Notification,
@@ -582,12 +587,6 @@ impl Tracer {
             }
         });
         let (inner, process, tgid) = (task.inner, task.process, task.tgid);
-        // Pinned before the validity check below, so that check covers the pin too.
-        if n.nr == libc::SYS_connect && task.pidfd.is_none() {
-            task.pidfd = sys::pidfd_open(nix::unistd::Pid::from_raw(tgid))
-                .ok()
-                .map(Arc::new);
-        }
         let mem = task.mem.clone();
         let root = task.root.clone();
         CURRENT.with(|c| *c.borrow_mut() = mem);
@@ -612,9 +611,29 @@ impl Tracer {
             d["ppid"] = json!(parent);
         }
         CURRENT.with(|c| *c.borrow_mut() = None);
+        // A connect whose socket may be copied (one to a direct target): its process is pinned
+        // now, before the check below, which then covers the pin too. Only then: a pidfd held
+        // per task is a descriptor of ours.
+        if n.nr == libc::SYS_connect
+            && let (Some(net), Some((_, d))) = (&self.net, decoded.as_ref())
+            && net.has_targets()
+            && socket_addr(d).is_some_and(|a| super::net::captured(&a))
+            && let Some(task) = self.tasks.get_mut(&pid)
+            && task.pidfd.is_none()
+        {
+            task.pidfd = sys::pidfd_open(nix::unistd::Pid::from_raw(tgid))
+                .ok()
+                .map(Arc::new);
+        }
         // Only what still belongs to this notification is evidence. Pid 1 is the jail's own
         // init (Warden, not the subject).
-        let valid = sys::notif_id_valid(self.listener.as_fd(), n.id) && inner != Some(1);
+        let pending = sys::notif_id_valid(self.listener.as_fd(), n.id);
+        if !pending {
+            // The task is gone: what was cached for its pid must not serve the next task
+            // given that pid.
+            self.tasks.remove(&pid);
+        }
+        let valid = pending && inner != Some(1);
         // Warden's own observers (the interposer being loaded, Python's attempt to cache the
         // hook's bytecode) are not the subject's doing.
         let decoded = decoded.filter(|(kind, d)| !ours(*kind, d));
