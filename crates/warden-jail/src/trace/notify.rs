@@ -45,10 +45,12 @@ pub struct Tracer {
     net: Option<Arc<Net>>,
     /// Per task (supervisor pid): its memory, opened once, its pid inside the jail and its
     /// process. The notification-id check after every read proves that a live task with this
-    /// pid made the syscall; entries go at an exec or `exit_group` of their process and when
-    /// that check fails, but a thread that ends on its own (`exit`) or a process killed by a
-    /// signal leaves its entry to whichever task is next given its pid (a known limit: such
-    /// a task's events may be read through the old entry's handles).
+    /// pid made the syscall; entries go at an exec, `exit_group` or `exit` of their task or
+    /// process and when that check fails. A process killed by a signal leaves its threads'
+    /// entries to whichever tasks are next given their pids: their memory handles then read
+    /// nothing (and are opened afresh) and their pins fail, but the pids inside the jail
+    /// they name are the old ones (a known limit: such a task's first events may carry
+    /// another pid). Pins are always taken from the task's process as it is now.
     tasks: HashMap<i32, Task>,
     /// Syscalls observed (let through); any other notification is a denial.
     observed: Vec<i64>,
@@ -251,6 +253,14 @@ fn task_ids(pid: i32) -> (Option<i32>, i32) {
     (field("NSpid:"), field("Tgid:").unwrap_or(pid))
 }
 
+/// The process of task `pid` as it is now, read afresh: a pid to pin (`pidfd_open`) must not
+/// come from the task cache, whose entry may be older than the task (see `Tracer::tasks`):
+/// the process it names could be anyone's by now. The caller checks the notification is still
+/// pending afterwards, so `pid` is still the task that stopped.
+fn current_tgid(pid: i32) -> i32 {
+    task_ids(pid).1
+}
+
 /// The parent of process `tgid` (a pid in our namespace), as a pid inside the jail; `None` when
 /// it is outside the jail (the jail's init's parent) or gone.
 fn parent_in_jail(tgid: i32) -> Option<i32> {
@@ -445,14 +455,13 @@ enum Reply {
 fn program_socket(
     listener: &OwnedFd,
     n: &sys::Notification,
-    tgid: i32,
     pinned: Option<&OwnedFd>,
 ) -> Option<OwnedFd> {
     let fd = low_i32(n.args[0]);
     if let Some(sock) = pinned.and_then(|p| sys::pidfd_getfd(p.as_fd(), fd).ok()) {
         return Some(sock);
     }
-    let pidfd = sys::pidfd_open(nix::unistd::Pid::from_raw(tgid)).ok()?;
+    let pidfd = sys::pidfd_open(nix::unistd::Pid::from_raw(current_tgid(n.pid))).ok()?;
     if !sys::notif_id_valid(listener.as_fd(), n.id) {
         return None;
     }
@@ -595,6 +604,10 @@ impl Tracer {
         if n.nr == libc::SYS_execve || n.nr == libc::SYS_execveat || n.nr == libc::SYS_exit_group {
             self.tasks.retain(|_, t| t.tgid != tgid);
         }
+        // A thread ending on its own: its pid may be the next task's.
+        if n.nr == libc::SYS_exit {
+            self.tasks.remove(&pid);
+        }
         RAW.with(|r| *r.borrow_mut() = None);
         let mut decoded = decode(n.nr, pid, &n.args);
         if let (Some(raw), Some((_, d))) = (RAW.with(|r| r.borrow_mut().take()), decoded.as_mut()) {
@@ -621,7 +634,7 @@ impl Tracer {
             && let Some(task) = self.tasks.get_mut(&pid)
             && task.pidfd.is_none()
         {
-            task.pidfd = sys::pidfd_open(nix::unistd::Pid::from_raw(tgid))
+            task.pidfd = sys::pidfd_open(nix::unistd::Pid::from_raw(current_tgid(pid)))
                 .ok()
                 .map(Arc::new);
         }
@@ -681,7 +694,7 @@ impl Tracer {
             // The program's socket itself, when its address is one the targets may concern.
             let pinned = self.tasks.get(&pid).and_then(|t| t.pidfd.clone());
             let sock = (net.has_targets() && super::net::captured(&addr))
-                .then(|| program_socket(&self.listener, n, tgid, pinned.as_deref()))
+                .then(|| program_socket(&self.listener, n, pinned.as_deref()))
                 .flatten();
             let notif = self.responder.as_ref().map(|r| (r, n.id));
             match net.decide_target(addr, sock, notif, process, data) {
