@@ -34,7 +34,7 @@ fn number(path: &str) -> Option<u64> {
 impl Host {
     /// Read this machine's settings.
     pub fn probe() -> Host {
-        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        let status = crate::sys::read_proc("/proc/self/status").unwrap_or_default();
         let seccomp = status
             .lines()
             .find_map(|l| l.strip_prefix("Seccomp:"))
@@ -56,7 +56,7 @@ pub const CAP_KILL: u32 = 5;
 /// Whether this process has capability `bit` in its effective set (from `/proc/self/status`;
 /// `true` when that cannot be read, so a missing `/proc` never blocks on its own).
 pub fn has_capability(bit: u32) -> bool {
-    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+    let Ok(status) = crate::sys::read_proc("/proc/self/status") else {
         return true;
     };
     status

@@ -242,7 +242,7 @@ fn family_name(family: i32) -> String {
 /// The task's pid inside the jail (the last `NSpid` entry) and its process (`Tgid`, in our pid
 /// namespace).
 fn task_ids(pid: i32) -> (Option<i32>, i32) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let status = proc_status(pid).unwrap_or_default();
     let field = |name: &str| {
         status
             .lines()
@@ -261,10 +261,15 @@ fn current_tgid(pid: i32) -> i32 {
     task_ids(pid).1
 }
 
+/// `/proc/PID/status` (see [`sys::read_proc`]).
+fn proc_status(pid: i32) -> Option<String> {
+    sys::read_proc(&format!("/proc/{pid}/status")).ok()
+}
+
 /// The parent of process `tgid` (a pid in our namespace), as a pid inside the jail; `None` when
 /// it is outside the jail (the jail's init's parent) or gone.
 fn parent_in_jail(tgid: i32) -> Option<i32> {
-    let status = std::fs::read_to_string(format!("/proc/{tgid}/status")).ok()?;
+    let status = proc_status(tgid)?;
     let ppid: i32 = status
         .lines()
         .find_map(|l| l.strip_prefix("PPid:"))?
@@ -275,7 +280,7 @@ fn parent_in_jail(tgid: i32) -> Option<i32> {
         return None;
     }
     // Inside the jail's pid namespace a task has two pids or more; one alone is ours (outside).
-    let parent = std::fs::read_to_string(format!("/proc/{ppid}/status")).ok()?;
+    let parent = proc_status(ppid)?;
     let ns: Vec<i32> = parent
         .lines()
         .find_map(|l| l.strip_prefix("NSpid:"))?
