@@ -83,6 +83,12 @@ pub struct Recorder {
 }
 
 impl Recorder {
+    /// Count `t_ms` from now (a run prepared ahead starts its clock with its command; call
+    /// before the first event).
+    pub fn restart_clock(&mut self) {
+        self.started = Instant::now();
+    }
+
     /// A recorder keeping at most `cap` events.
     pub fn new(cap: usize) -> Recorder {
         Recorder {

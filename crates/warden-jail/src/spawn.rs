@@ -271,9 +271,10 @@ impl Jail {
 
     /// Prepare a jail for `policy` ahead of its command (see [`crate::warm`]): the returned
     /// [`Warm`] is set up in the background and runs the one [`crate::warm::Command`] given to
-    /// [`Warm::start`], in capture mode. Traced policies cannot be prepared, nor policies that
-    /// protect paths in the workspace (their read-only binds are planned from the workspace as
-    /// it is when the jail is set up, and would be stale by the time of the command).
+    /// [`Warm::start`], in capture mode (a traced one carries its events in the outcome, as a
+    /// cold one does). Policies that protect paths in the workspace cannot be prepared (their
+    /// read-only binds are planned from the workspace as it is when the jail is set up, and
+    /// would be stale by the time of the command).
     pub fn prepare(&self, policy: &Policy) -> Result<Warm, JailError> {
         if let Some(why) = crate::warm::unpreparable(policy) {
             return Err(JailError::BadCommand(why));
@@ -287,9 +288,10 @@ impl Jail {
             deferred: true,
         };
         let stdio = [Stdio::null(), Stdio::null(), Stdio::null()];
-        let (child, lifeline, result, _) = self.start(&req, stdio)?;
+        let (child, lifeline, result, trace) = self.start(&req, stdio)?;
         Ok(Warm {
             parts: Some((child, lifeline, result)),
+            trace,
         })
     }
 
@@ -324,6 +326,8 @@ impl Jail {
 pub struct Warm {
     /// `None` once handed to a [`Running`].
     parts: Option<(Child, File, File)>,
+    /// A traced jail's events, from the helper.
+    trace: Option<TraceLink>,
 }
 
 impl Warm {
@@ -341,7 +345,12 @@ impl Warm {
         };
         // A helper that is already gone (a set-up failure) left its reply: `wait` reads it.
         let _ = crate::warm::send(&mut lifeline, cmd);
-        Ok(Running::captured(child, lifeline, result, None))
+        Ok(Running::captured(
+            child,
+            lifeline,
+            result,
+            self.trace.take(),
+        ))
     }
 
     /// Whether the helper is still there (it exits early only when the set-up failed).

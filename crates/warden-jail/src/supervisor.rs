@@ -139,6 +139,9 @@ struct Tracing {
     scans: [StreamScan; 2],
     /// Partial control line.
     pending: Vec<u8>,
+    /// Says when the tracer has taken the init's seccomp listener (a prepared run's command
+    /// may go to the init only after that answer, on the same socket).
+    taken: Option<std::sync::mpsc::Receiver<()>>,
 }
 
 /// The supervisor's side of a started jail.
@@ -252,19 +255,9 @@ pub fn supervise_with(
             .map(|d| d.canaries.clone());
         Arc::new(Hub::new(MAX_EVENTS, observer.sink, canaries))
     });
-    if let Some(hub) = &hub {
-        // The planted canaries travel in the first event, so every line of a trace is an event.
-        let data = serde_json::json!({
-            "argv": req.argv,
-            "decoys": policy.decoys,
-            "dns": policy.dns,
-            "limits": policy.limits,
-            "canaries": hub.canaries().map(|c| c.list()),
-        });
-        hub.record(warden_events::EventKind::SandboxStarted, None, data);
-        if let Some(w) = &policy.initial_window {
-            hub.set_window(Some(w.clone()), None);
-        }
+    // A prepared run's trace starts with its command (see `release`).
+    if let Some(hub) = hub.as_ref().filter(|_| !req.deferred) {
+        announce(hub, &req.argv, &policy);
     }
     let (sfd, old_mask) = block_termination_signals()?;
     let result = start(req, &policy, hub).and_then(|mut running| {
@@ -284,6 +277,26 @@ pub fn supervise_with(
     drop(observation);
     result
 }
+
+/// A trace's first event, `sandbox.started` (the command, the limits, the planted canaries:
+/// so every line of a trace is an event), then the policy's first window.
+fn announce(hub: &Hub, argv: &[String], policy: &Policy) {
+    let data = serde_json::json!({
+        "argv": argv,
+        "decoys": policy.decoys,
+        "dns": policy.dns,
+        "limits": policy.limits,
+        "canaries": hub.canaries().map(|c| c.list()),
+    });
+    hub.record(warden_events::EventKind::SandboxStarted, None, data);
+    if let Some(w) = &policy.initial_window {
+        hub.set_window(Some(w.clone()), None);
+    }
+}
+
+/// How long a prepared traced run's command waits for the tracer to hold the listener (it
+/// took it during the preparation unless that is still going on).
+const TRACER_READY: std::time::Duration = std::time::Duration::from_secs(10);
 
 fn start(req: &Request, policy: &Policy, hub: Option<Arc<Hub>>) -> Result<Running, JailError> {
     let started = Instant::now();
@@ -514,6 +527,20 @@ fn release(
         env,
         cpu_time_ms: policy.limits.cpu_time_ms,
     };
+    if let Some(t) = r.tracing.as_mut() {
+        // The init reads the tracer's answer and then the command on the same socket: the
+        // command goes only once the answer has.
+        if let Some(taken) = t.taken.take()
+            && taken.recv_timeout(TRACER_READY).is_err()
+        {
+            return Err(JailError::Setup(SetupFailure::plain(
+                Stage::Seccomp,
+                "the tracer did not take the listener",
+            )));
+        }
+        t.hub.restart_clock();
+        announce(&t.hub, &release.argv, policy);
+    }
     r.started = Instant::now();
     r.stdin.buf = cmd.stdin;
     r.stdin.close_if_done();
@@ -697,8 +724,15 @@ fn start_tracing(
     let sock = sync
         .try_clone()
         .map_err(|e| SetupFailure::io(Stage::Supervisor, "duplicating the sync socket", &e))?;
-    let thread =
-        crate::trace::notify::spawn(sock, init, hub.clone(), Some(net.clone()), stop.clone());
+    let (taken_tx, taken) = std::sync::mpsc::channel();
+    let thread = crate::trace::notify::spawn(
+        sock,
+        init,
+        hub.clone(),
+        Some(net.clone()),
+        stop.clone(),
+        taken_tx,
+    );
     let thread = match thread {
         Ok(t) => t,
         Err(e) => {
@@ -717,6 +751,7 @@ fn start_tracing(
         stop,
         scans: [StreamScan::default(), StreamScan::default()],
         pending: Vec::new(),
+        taken: Some(taken),
     })
 }
 

@@ -13,8 +13,11 @@
 //! command leaves behind (files outside the workspace, processes, IPC objects, cgroup counters,
 //! inotify watches) can reach another command. The command cannot change the policy: only the
 //! command line, extra environment variables and the wall and CPU time limits travel with it.
-//! Traced runs are never prepared ahead (their first event names the command line), nor runs
-//! that protect workspace paths (see [`unpreparable`]).
+//! A traced run prepared ahead has its tracer and capture network running while it waits;
+//! its trace starts when the command arrives (`sandbox.started` names the command, `t_ms`
+//! counts from it), and the command goes to the init only once the tracer holds the seccomp
+//! listener, so its first syscall is observed. Runs that protect workspace paths are never
+//! prepared ahead (see [`unpreparable`]).
 
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -49,13 +52,10 @@ pub struct Command {
     pub cpu_time_ms: Option<u64>,
 }
 
-/// Why `policy` cannot be prepared ahead of its command, if it cannot: a traced run's first
-/// event names the command, and protected paths are planned from the workspace as it is when
-/// the jail is set up (a placeholder or read-only bind planned early would be stale).
+/// Why `policy` cannot be prepared ahead of its command, if it cannot: protected paths are
+/// planned from the workspace as it is when the jail is set up (a placeholder or read-only
+/// bind planned early would be stale).
 pub fn unpreparable(policy: &Policy) -> Option<&'static str> {
-    if policy.traced() {
-        return Some("a traced run cannot be prepared ahead");
-    }
     let writable_roots = policy.workspace.is_some() || policy.binds.iter().any(|b| b.writable);
     (policy.protect && writable_roots)
         .then_some("a run that protects workspace paths cannot be prepared ahead")

@@ -124,8 +124,8 @@ impl Pool {
         cmd: &Command,
         owner: Option<&str>,
     ) -> (Result<Running, JailError>, Refill) {
-        // What the jail cannot prepare ahead (traced runs such as recon's, lasting workspaces
-        // with protected paths: see `warden_jail::warm::unpreparable`) starts cold.
+        // What the jail cannot prepare ahead (lasting workspaces with protected paths: see
+        // `warden_jail::warm::unpreparable`) starts cold.
         let k = match key(policy) {
             Some(k) if self.enabled() && warden_jail::warm::unpreparable(policy).is_none() => k,
             _ => return (self.cold(policy, cmd), Refill(None)),
@@ -149,6 +149,17 @@ impl Pool {
             owner.map(str::to_owned),
         )));
         (running, refill)
+    }
+
+    /// Start `cmd` under `policy` cold, with no replacement prepared: for a policy no later
+    /// call will have (a recon call's output folder is its own), whose waiting sandbox would
+    /// only cost a preparation and memory until it expires.
+    pub fn start_once(
+        &self,
+        policy: &Policy,
+        cmd: &Command,
+    ) -> (Result<Running, JailError>, Refill) {
+        (self.cold(policy, cmd), Refill(None))
     }
 
     fn cold(&self, policy: &Policy, cmd: &Command) -> Result<Running, JailError> {

@@ -204,6 +204,11 @@ impl Hub {
         Some(event.id)
     }
 
+    /// Count the events' `t_ms` from now (see [`Recorder::restart_clock`]).
+    pub fn restart_clock(&self) {
+        self.lock().recorder.restart_clock();
+    }
+
     /// Events folded into one kept before them, so far.
     pub fn repeated(&self) -> u64 {
         self.lock().repeated

@@ -424,11 +424,15 @@ pub fn spawn(
     hub: Arc<Hub>,
     net: Option<Arc<Net>>,
     stop: Arc<AtomicBool>,
+    taken: std::sync::mpsc::Sender<()>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
         .name("warden-trace".into())
         .spawn(move || match take_listener(&sock, init) {
             Ok((listener, root, mounts)) => {
+                // The init has its answer: the sync socket is free for what comes next.
+                drop(sock);
+                let _ = taken.send(());
                 let mut tracer = Tracer::new(listener, hub, net, root);
                 tracer.mounts = mounts;
                 tracer.run(&stop);

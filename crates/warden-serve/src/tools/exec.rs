@@ -164,21 +164,33 @@ struct PythonArgs {
     timeout_s: Option<f64>,
 }
 
-/// Run `cmd` in the jail under `policy` (a prepared sandbox when the pool has one), killing
-/// it if the call is cancelled.
+/// Where a call's sandbox comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Sandbox {
+    /// A prepared one when the pool has one for the policy, and one prepared for the next call.
+    Pooled,
+    /// A cold one, and none prepared: the policy is this call's alone.
+    Once,
+}
+
+/// Run `cmd` in the jail under `policy` (see [`Sandbox`]), killing it if the call is
+/// cancelled.
 pub(super) async fn jailed(
     cx: &CallContext,
     policy: warden_jail::Policy,
     cmd: Command,
+    from: Sandbox,
 ) -> Result<Outcome, ToolError> {
     let pool = cx.shared().pool.clone();
     // A session's own workspace (and so its sandboxes) goes with it; a shared one does not.
     let owner = (!cx.shared().config.settings.shared_workspace).then(|| cx.session.id.clone());
     // The replacement sandbox is prepared after the run (when `_refill` goes), not during it.
-    let (started, _refill) =
-        tokio::task::spawn_blocking(move || pool.start(&policy, &cmd, owner.as_deref()))
-            .await
-            .map_err(|e| ToolError::Internal(e.to_string()))?;
+    let (started, _refill) = tokio::task::spawn_blocking(move || match from {
+        Sandbox::Pooled => pool.start(&policy, &cmd, owner.as_deref()),
+        Sandbox::Once => pool.start_once(&policy, &cmd),
+    })
+    .await
+    .map_err(|e| ToolError::Internal(e.to_string()))?;
     let mut running = started?;
     let killer = running.killer();
     let mut wait = tokio::task::spawn_blocking(move || running.wait());
@@ -276,7 +288,7 @@ pub(super) async fn run_command(args: Value, cx: &CallContext) -> Result<Value, 
         }
     };
     let (policy, cmd) = call(cx, a.timeout_s, argv, a.stdin)?;
-    let o = jailed(cx, policy, cmd).await?;
+    let o = jailed(cx, policy, cmd, Sandbox::Pooled).await?;
     let (out, err) = (
         String::from_utf8_lossy(&o.stdout).into_owned(),
         String::from_utf8_lossy(&o.stderr).into_owned(),
@@ -314,7 +326,7 @@ pub(super) async fn run_python(args: Value, cx: &CallContext) -> Result<Value, T
     stdin.append(&mut cmd.stdin);
     cmd.stdin = stdin;
     let started = Instant::now();
-    let o = jailed(cx, policy, cmd).await?;
+    let o = jailed(cx, policy, cmd, Sandbox::Pooled).await?;
     tracing::debug!(ms = started.elapsed().as_millis(), "run_python");
     let mut stderr = String::from_utf8_lossy(&o.stderr).into_owned();
     let mut extra = serde_json::Map::new();

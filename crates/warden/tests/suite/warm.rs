@@ -88,13 +88,7 @@ fn a_prepared_jail_reports_errors_as_a_cold_one_does() {
             assert!(matches!(e, JailError::Setup(_)), "{e:?}");
         }
     }
-    // Traced runs are never prepared.
-    let p = Policy {
-        trace: true,
-        ..Policy::default()
-    };
-    assert!(matches!(jail().prepare(&p), Err(JailError::BadCommand(_))));
-    // Nor are runs that protect workspace paths (their read-only binds would be stale).
+    // Runs that protect workspace paths (their read-only binds would be stale).
     let ws = tempfile::tempdir().unwrap();
     let p = Policy {
         protect: true,
@@ -118,6 +112,55 @@ fn a_prepared_jail_reports_errors_as_a_cold_one_does() {
         .wait()
         .unwrap_err();
     assert!(!matches!(e, JailError::NotFound(_)), "{e:?}");
+}
+
+#[test]
+fn a_prepared_traced_jail_traces_its_command_from_the_first_syscall() {
+    use warden_events::EventKind;
+    let p = Policy {
+        trace: true,
+        ..Policy::default()
+    };
+    let warm = jail().prepare(&p).unwrap();
+    // Long enough for the tracer to have taken the listener and the clock to have run.
+    std::thread::sleep(Duration::from_millis(500));
+    let c = cmd(&[
+        "sh",
+        "-c",
+        "cat /etc/hostname >/dev/null; echo hi >/tmp/made; exec python3 -c 'import socket; \
+         s = socket.socket(); s.settimeout(2); s.connect((\"192.0.2.77\", 9))' 2>/dev/null; true",
+    ]);
+    let o = warm.start(&c).unwrap().wait().unwrap();
+    let e = &o.events;
+    // The trace starts with the command, its clock with it.
+    assert_eq!(e[0].kind, EventKind::SandboxStarted, "{e:?}");
+    assert_eq!(e[0].data["argv"][0], "sh");
+    assert_eq!(e[0].t_ms, 0);
+    let spawn = e
+        .iter()
+        .find(|e| e.kind == EventKind::ProcessSpawn)
+        .unwrap();
+    assert_eq!(spawn.data["argv"][0], "sh", "{e:?}");
+    assert!(spawn.t_ms < 400, "{}", spawn.t_ms);
+    let has = |kind: EventKind, key: &str, value: &str| {
+        e.iter()
+            .any(|x| x.kind == kind && x.data[key].as_str() == Some(value))
+    };
+    assert!(has(EventKind::FileOpen, "path", "/etc/hostname"), "{e:?}");
+    assert!(has(EventKind::FileWrite, "path", "/tmp/made"), "{e:?}");
+    // The capture network was up while the jail waited: the connect met its sink.
+    assert!(has(EventKind::NetConnect, "address", "192.0.2.77"), "{e:?}");
+    assert!(has(EventKind::NetSend, "captured", "sink"), "{e:?}");
+    assert!(e.iter().any(|x| x.kind == EventKind::SandboxExited));
+    // Cold and prepared traced runs of one command give the same kinds of events.
+    let cold = jail().run(&p, &c.argv, b"").unwrap();
+    let kinds = |es: &[warden_events::Event]| {
+        let mut k: Vec<String> = es.iter().map(|e| format!("{:?}", e.kind)).collect();
+        k.sort();
+        k.dedup();
+        k
+    };
+    assert_eq!(kinds(e), kinds(&cold.events));
 }
 
 #[test]

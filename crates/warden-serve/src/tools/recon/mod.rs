@@ -168,7 +168,9 @@ async fn run(job: Job, program: &toolbox::Program, cx: &CallContext) -> Result<V
         argv: job.argv.clone(),
         ..warden_jail::warm::Command::default()
     };
-    let outcome = super::exec::jailed(cx, policy, cmd).await;
+    // The output folder is this call's own, so no later call could use a sandbox prepared
+    // for this policy.
+    let outcome = super::exec::jailed(cx, policy, cmd, super::exec::Sandbox::Once).await;
     let file = job.out_file.map(|f| read_capped(&out.join(f)));
     remove_tree(&out);
     let o = outcome?;

@@ -403,7 +403,7 @@ async fn run(cx: &CallContext, mut job: Job, asked: Option<f64>) -> Result<Value
         stdin,
         ..warden_jail::warm::Command::default()
     };
-    let o = super::exec::jailed(cx, policy, cmd).await?;
+    let o = super::exec::jailed(cx, policy, cmd, super::exec::Sandbox::Pooled).await?;
     let network = network::summarize(&o.events, o.events_dropped);
     // The answer comes from the sandbox: whatever ran there may have written it.
     let answer: Result<worker::Answer, _> = serde_json::from_slice(&o.stdout);
