@@ -103,6 +103,16 @@ pub fn pidfd_open(pid: Pid) -> Result<OwnedFd, Errno> {
     fd_result(unsafe { libc::syscall(libc::SYS_pidfd_open, pid.as_raw(), 0) })
 }
 
+/// A pidfd of thread `tid` itself (`PIDFD_THREAD`, Linux 6.9+; `EINVAL` before): descriptors
+/// taken through it are the thread's own, which differ from its process's when the thread was
+/// cloned without `CLONE_FILES`.
+pub fn pidfd_open_thread(tid: Pid) -> Result<OwnedFd, Errno> {
+    // PIDFD_THREAD is O_EXCL (include/uapi/linux/pidfd.h).
+    let flags = libc::O_EXCL;
+    // SAFETY: plain integer arguments.
+    fd_result(unsafe { libc::syscall(libc::SYS_pidfd_open, tid.as_raw(), flags) })
+}
+
 /// A duplicate of descriptor `fd` of the process behind `pidfd` (`pidfd_getfd(2)`; needs
 /// ptrace access to it).
 pub fn pidfd_getfd(pidfd: BorrowedFd<'_>, fd: i32) -> Result<OwnedFd, Errno> {

@@ -253,12 +253,20 @@ fn task_ids(pid: i32) -> (Option<i32>, i32) {
     (field("NSpid:"), field("Tgid:").unwrap_or(pid))
 }
 
-/// The process of task `pid` as it is now, read afresh: a pid to pin (`pidfd_open`) must not
-/// come from the task cache, whose entry may be older than the task (see `Tracer::tasks`):
-/// the process it names could be anyone's by now. The caller checks the notification is still
-/// pending afterwards, so `pid` is still the task that stopped.
-fn current_tgid(pid: i32) -> i32 {
-    task_ids(pid).1
+/// A pidfd of the stopped task `pid`, through which its descriptors are copied: the thread
+/// itself where the kernel can (Linux 6.9+: a thread cloned without `CLONE_FILES` has a
+/// descriptor table of its own, and its connect names one of those), else its process as it
+/// is now, read afresh (never the task cache's: an entry may be older than the task, see
+/// `Tracer::tasks`, and the process it names anyone's by now). The caller checks the
+/// notification is still pending afterwards, so `pid` was still the task that stopped.
+fn pin(pid: i32) -> Option<OwnedFd> {
+    let tid = nix::unistd::Pid::from_raw(pid);
+    match sys::pidfd_open_thread(tid) {
+        Err(nix::errno::Errno::EINVAL) => {
+            sys::pidfd_open(nix::unistd::Pid::from_raw(task_ids(pid).1)).ok()
+        }
+        other => other.ok(),
+    }
 }
 
 /// `/proc/PID/status` (see [`sys::read_proc`]).
@@ -470,7 +478,7 @@ fn program_socket(
     if let Some(sock) = pinned.and_then(|p| sys::pidfd_getfd(p.as_fd(), fd).ok()) {
         return Some(sock);
     }
-    let pidfd = sys::pidfd_open(nix::unistd::Pid::from_raw(current_tgid(n.pid))).ok()?;
+    let pidfd = pin(n.pid)?;
     if !sys::notif_id_valid(listener.as_fd(), n.id) {
         return None;
     }
@@ -643,9 +651,7 @@ impl Tracer {
             && let Some(task) = self.tasks.get_mut(&pid)
             && task.pidfd.is_none()
         {
-            task.pidfd = sys::pidfd_open(nix::unistd::Pid::from_raw(current_tgid(pid)))
-                .ok()
-                .map(Arc::new);
+            task.pidfd = pin(pid).map(Arc::new);
         }
         // Only what still belongs to this notification is evidence. Pid 1 is the jail's own
         // init (Warden, not the subject).
