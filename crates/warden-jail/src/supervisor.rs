@@ -294,8 +294,9 @@ fn announce(hub: &Hub, argv: &[String], policy: &Policy) {
     }
 }
 
-/// How long a prepared traced run's command waits for the tracer to hold the listener (it
-/// took it during the preparation unless that is still going on).
+/// How long a prepared traced run's command waits for the tracer to hold the listener, at
+/// most (it took it during the preparation unless that is still going on; never longer than
+/// the command's wall time).
 const TRACER_READY: std::time::Duration = std::time::Duration::from_secs(10);
 
 fn start(req: &Request, policy: &Policy, hub: Option<Arc<Hub>>) -> Result<Running, JailError> {
@@ -530,8 +531,9 @@ fn release(
     if let Some(t) = r.tracing.as_mut() {
         // The init reads the tracer's answer and then the command on the same socket: the
         // command goes only once the answer has.
+        let ready = TRACER_READY.min(std::time::Duration::from_millis(policy.limits.wall_time_ms));
         if let Some(taken) = t.taken.take()
-            && taken.recv_timeout(TRACER_READY).is_err()
+            && taken.recv_timeout(ready).is_err()
         {
             return Err(JailError::Setup(SetupFailure::plain(
                 Stage::Seccomp,

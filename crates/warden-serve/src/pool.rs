@@ -72,13 +72,16 @@ struct Waiting {
     owner: Option<String>,
 }
 
-/// The pool's key for `policy`: everything but the limits a command brings itself (`None`
-/// if it cannot be written out: such a run starts cold).
-fn key(policy: &Policy) -> Option<String> {
+/// The pool's key for `policy` and `owner`: everything but the limits a command brings
+/// itself, and the session the sandbox is for (a policy without a workspace of the session's
+/// own, such as a web call's, is the same in every session; the owner keeps each session's
+/// sandboxes its own). `None` if it cannot be written out: such a run starts cold.
+fn key(policy: &Policy, owner: Option<&str>) -> Option<String> {
     let mut p = policy.clone();
     p.limits.wall_time_ms = 0;
     p.limits.cpu_time_ms = 0;
-    serde_json::to_string(&p).ok()
+    let p = serde_json::to_string(&p).ok()?;
+    Some(format!("{}\n{p}", owner.unwrap_or("")))
 }
 
 /// Destroy sandboxes away from the caller's path (each waits for its supervisor to finish).
@@ -128,7 +131,7 @@ impl Pool {
     ) -> (Result<Running, JailError>, Refill) {
         // What the jail cannot prepare ahead (lasting workspaces with protected paths: see
         // `warden_jail::warm::unpreparable`) starts cold.
-        let k = match key(policy) {
+        let k = match key(policy, owner) {
             Some(k) if self.enabled() && warden_jail::warm::unpreparable(policy).is_none() => k,
             _ => return (self.cold(policy, cmd), Refill(None)),
         };
@@ -137,7 +140,13 @@ impl Pool {
         let running = match warm {
             Some(w) => {
                 self.hits.fetch_add(1, Ordering::Relaxed);
-                w.start(cmd)
+                // The key leaves the time limits out because they travel with the command: a
+                // command that brings none gets this call's policy's, never the ones the
+                // sandbox was prepared with (another call's).
+                let mut cmd = cmd.clone();
+                cmd.wall_time_ms.get_or_insert(policy.limits.wall_time_ms);
+                cmd.cpu_time_ms.get_or_insert(policy.limits.cpu_time_ms);
+                w.start(&cmd)
             }
             None => {
                 self.misses.fetch_add(1, Ordering::Relaxed);

@@ -66,3 +66,37 @@ fn a_sessions_prepared_sandboxes_never_serve_another_session() {
     let _ = server.kill();
     let _ = server.wait();
 }
+
+/// A command that brings no time limits of its own runs under its call's policy, not under the
+/// limits the sandbox was prepared with (the previous call's: the pool's key leaves them out).
+#[test]
+fn a_prepared_sandbox_takes_the_calls_own_limits() {
+    use warden_jail::warm::Command as JailCommand;
+    use warden_jail::{Jail, Policy};
+    use warden_serve::pool::Pool;
+    let pool = Pool::new(
+        Jail::with_helper(warden_bin()),
+        warden_serve::config::PoolFile::default(),
+    );
+    let cmd = |argv: &[&str]| JailCommand {
+        argv: argv.iter().map(|s| s.to_string()).collect(),
+        ..JailCommand::default()
+    };
+    let mut p = Policy::default();
+    p.limits.wall_time_ms = 300;
+    let (run, refill) = pool.start(&p, &cmd(&["true"]), Some("s"));
+    run.unwrap().wait().unwrap();
+    drop(refill);
+    // The replacement, prepared with this call's 300 ms.
+    let t = std::time::Instant::now();
+    while pool.report()["waiting"] != 1 {
+        assert!(t.elapsed().as_secs() < 20, "{}", pool.report());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    p.limits.wall_time_ms = 10_000;
+    let (run, _refill) = pool.start(&p, &cmd(&["sleep", "1"]), Some("s"));
+    let o = run.unwrap().wait().unwrap();
+    assert_eq!(pool.report()["hits"], 1, "{}", pool.report());
+    assert_eq!(o.limit_hit, None, "{o:?}");
+    assert_eq!(o.exit_code, Some(0));
+}

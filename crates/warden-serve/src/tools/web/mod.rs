@@ -383,7 +383,7 @@ async fn run(cx: &CallContext, mut job: Job, asked: Option<f64>) -> Result<Value
     let exe = shared
         .web_exe()
         .ok_or_else(|| ToolError::Unavailable("the warden executable cannot be found".into()))?;
-    let mut policy = policy(cx, asked, exe, job.max_bytes);
+    let mut policy = policy(cx, asked, exe);
     job.timeout_ms = policy
         .limits
         .wall_time_ms
@@ -496,7 +496,7 @@ fn failure(f: Failure, network: Value) -> ToolError {
 
 /// The sandbox of a web call: the profile's limits, no workspace, the allowlist as the only
 /// names its network reaches, the worker bound read-only, and room for the answer.
-fn policy(cx: &CallContext, asked: Option<f64>, exe: &Path, max_bytes: u64) -> warden_jail::Policy {
+fn policy(cx: &CallContext, asked: Option<f64>, exe: &Path) -> warden_jail::Policy {
     let mut p = super::networked_policy(cx, asked);
     p.egress.clone_from(&cx.shared().config.settings.web.allow);
     // Not the profile's environment (meant for commands, and perhaps holding their secrets): a
@@ -508,6 +508,10 @@ fn policy(cx: &CallContext, asked: Option<f64>, exe: &Path, max_bytes: u64) -> w
         writable: false,
     });
     // The answer is JSON: a body as base64 (4/3) or as escaped text (at worst 6 bytes for one).
+    // Room for the largest body any call may ask for (the worker cuts each to its own
+    // `max_bytes`), so every call has the same policy and a sandbox prepared for one serves
+    // the next.
+    let max_bytes = cx.shared().config.settings.web.max_bytes;
     p.limits.output_bytes = p
         .limits
         .output_bytes
