@@ -393,7 +393,9 @@ fn has(f: &[(String, String, String)], rule: &str, severity: &str, tool: &str) -
 /// way to the caller) are both in the verdict.
 #[test]
 pub fn a_flood_of_events_hides_neither_the_theft_nor_the_loss() {
-    let f = findings("flooder.py", &["--no-payloads"]);
+    // 30,000 stopped opens take a second alone, many more beside the rest of the suite on two
+    // cores: the call gets time to finish (the flood, not the clock, is under test).
+    let f = findings("flooder.py", &["--no-payloads", "--call-timeout", "60s"]);
     assert!(has(&f, "evidence-dropped", "high", ""), "{f:?}");
     assert!(has(&f, "canary-leaving", "critical", "index"), "{f:?}");
 }
