@@ -139,40 +139,56 @@ pub(crate) fn plain(findings: Option<Vec<Value>>) -> Option<Parsed> {
 
 /// The sandbox policy of a recon call: the profile's limits, no workspace, the targets as the
 /// only reachable addresses, the program's installation and the job's files read-only, and
-/// the private output folder writable.
-fn policy(cx: &CallContext, job: &Job, program: &toolbox::Program, out: &Path) -> Policy {
+/// the private output folder writable (for a program that writes its results to a file).
+fn policy(cx: &CallContext, job: &Job, program: &toolbox::Program, out: Option<&Path>) -> Policy {
     let shared = cx.shared();
     let mut p = super::networked_policy(cx, job.timeout_s);
     p.targets.clone_from(&shared.recon.targets);
     p.target_connect_ms = shared.recon.settings.connect_timeout_ms;
     p.binds.extend(program.binds());
     p.binds.extend(job.binds.iter().cloned());
-    p.binds.push(Bind {
-        source: out.to_path_buf(),
-        target: Some(OUT_MOUNT.into()),
-        writable: true,
-    });
+    if let Some(out) = out {
+        p.binds.push(Bind {
+            source: out.to_path_buf(),
+            target: Some(OUT_MOUNT.into()),
+            writable: true,
+        });
+    }
     // The output folder is the server's disk: no file there needs more than what is read back.
     p.limits.file_size_bytes = p.limits.file_size_bytes.min(4 * MAX_OUTPUT_FILE);
     p
 }
 
 async fn run(job: Job, program: &toolbox::Program, cx: &CallContext) -> Result<Value, ToolError> {
-    let out = cx
-        .shared()
-        .state_dir()
-        .join(format!("recon-{}", cx.call_id));
-    make_out_dir(&out).map_err(|e| ToolError::Internal(format!("output folder: {e}")))?;
-    let policy = policy(cx, &job, program, &out);
+    // A program that writes its results to a file gets a folder of this call's own; one that
+    // writes them to stdout (nmap) none, so its policy is every such call's and the pool can
+    // have its sandbox ready (with the tracer and the targets' network waiting).
+    let out = job.out_file.map(|_| {
+        cx.shared()
+            .state_dir()
+            .join(format!("recon-{}", cx.call_id))
+    });
+    if let Some(out) = &out {
+        make_out_dir(out).map_err(|e| ToolError::Internal(format!("output folder: {e}")))?;
+    }
+    let policy = policy(cx, &job, program, out.as_deref());
     let cmd = warden_jail::warm::Command {
         argv: job.argv.clone(),
         ..warden_jail::warm::Command::default()
     };
-    // The output folder is this call's own, so no later call could use a sandbox prepared
-    // for this policy.
-    let outcome = super::exec::jailed(cx, policy, cmd, super::exec::Sandbox::Once).await;
-    let file = job.out_file.map(|f| read_capped(&out.join(f)));
-    remove_tree(&out);
+    // A folder of the call's own makes a policy no later call has: nothing to prepare.
+    let from = match out {
+        Some(_) => super::exec::Sandbox::Once,
+        None => super::exec::Sandbox::Pooled,
+    };
+    let outcome = super::exec::jailed(cx, policy, cmd, from).await;
+    let file = job
+        .out_file
+        .zip(out.as_ref())
+        .map(|(f, out)| read_capped(&out.join(f)));
+    if let Some(out) = &out {
+        remove_tree(out);
+    }
     let o = outcome?;
     let primary = match file {
         Some(bytes) => bytes,
