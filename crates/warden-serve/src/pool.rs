@@ -12,8 +12,9 @@
 //!   never gets it;
 //! - runs whose policy protects paths in the workspace (a lasting workspace: under
 //!   `workspace_root`, or shared) always start cold, and so do the calls that ask for it
-//!   ([`Pool::start_once`]: a policy of the call's own); traced runs (the web tools') are
-//!   prepared with their tracer waiting, their trace starting with the command;
+//!   ([`Pool::start_once`]: a policy of the call's own); traced runs (the web tools',
+//!   `nmap_scan`'s and `nuclei_scan`'s) are prepared with their tracer waiting, their trace
+//!   starting with the command;
 //! - at most `size` sandboxes wait per policy and `max_waiting` in all; one unused for
 //!   `idle_timeout_s` is destroyed, and a session's are destroyed when it ends, before its
 //!   workspace goes. Each waiting sandbox is two processes (its supervisor and its init, which

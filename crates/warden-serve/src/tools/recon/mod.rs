@@ -154,15 +154,17 @@ fn policy(cx: &CallContext, job: &Job, program: &toolbox::Program, out: Option<&
             writable: true,
         });
     }
-    // The output folder is the server's disk: no file there needs more than what is read back.
+    // The output folder, when there is one, is the server's disk: no file there needs more
+    // than what is read back (applied to every call alike, so the policy stays one).
     p.limits.file_size_bytes = p.limits.file_size_bytes.min(4 * MAX_OUTPUT_FILE);
     p
 }
 
 async fn run(job: Job, program: &toolbox::Program, cx: &CallContext) -> Result<Value, ToolError> {
-    // A program that writes its results to a file gets a folder of this call's own; one that
-    // writes them to stdout (nmap) none, so its policy is every such call's and the pool can
-    // have its sandbox ready (with the tracer and the targets' network waiting).
+    // A program that writes its results to a file (ffuf, arjun) gets a folder of this call's
+    // own; one that writes them to stdout (nmap, nuclei) none, so its policy is every such
+    // call's and the pool can have its sandbox ready (with the tracer and the targets' network
+    // waiting).
     let out = job.out_file.map(|_| {
         cx.shared()
             .state_dir()
