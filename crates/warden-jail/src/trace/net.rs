@@ -341,9 +341,10 @@ impl Net {
         d
     }
 
-    /// Whether the run has direct targets.
-    pub fn has_targets(&self) -> bool {
-        self.targets.is_some()
+    /// Whether a connect to `dest` may concern the run's direct targets (the run has some and
+    /// the address is one a target check applies to): then the program's socket is copied.
+    pub fn concerns_targets(&self, dest: &SocketAddr) -> bool {
+        self.targets.is_some() && captured(dest)
     }
 
     /// Whether connections to `host` on `port` are forwarded for real.

@@ -646,8 +646,7 @@ impl Tracer {
         // per task is a descriptor of ours.
         if n.nr == libc::SYS_connect
             && let (Some(net), Some((_, d))) = (&self.net, decoded.as_ref())
-            && net.has_targets()
-            && socket_addr(d).is_some_and(|a| super::net::captured(&a))
+            && socket_addr(d).is_some_and(|a| net.concerns_targets(&a))
             && let Some(task) = self.tasks.get_mut(&pid)
             && task.pidfd.is_none()
         {
@@ -708,7 +707,8 @@ impl Tracer {
         {
             // The program's socket itself, when its address is one the targets may concern.
             let pinned = self.tasks.get(&pid).and_then(|t| t.pidfd.clone());
-            let sock = (net.has_targets() && super::net::captured(&addr))
+            let sock = net
+                .concerns_targets(&addr)
                 .then(|| program_socket(&self.listener, n, pinned.as_deref()))
                 .flatten();
             let notif = self.responder.as_ref().map(|r| (r, n.id));

@@ -332,3 +332,12 @@ pub fn call_err(report: &serde_json::Value, i: usize) -> &serde_json::Value {
     assert_eq!(c["is_error"], true, "call {i}: {c}");
     &c["error"]
 }
+
+/// The `name` of each object in the JSON array `list` (tools as listed by a server or a report).
+pub fn names(list: &serde_json::Value) -> Vec<&str> {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect()
+}

@@ -410,12 +410,7 @@ pub fn a_browser_server_runs_with_the_system_chromium() {
     let bin = servers().join("node/node_modules/.bin/playwright-mcp");
     let r = detonate(&bin.display().to_string(), &["--browser"]);
     assert_ne!(r["verdict"], "INCONCLUSIVE", "{}", r["why"]);
-    let tools: Vec<&str> = r["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
+    let tools = names(&r["tools"]);
     assert!(
         tools.contains(&"browser_navigate") && tools.len() >= 20,
         "{tools:?}"

@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
-use super::common::{call_err as err, call_ok as ok, fixtures, sdk_python, the_binary};
+use super::common::{call_err as err, call_ok as ok, fixtures, names, sdk_python, the_binary};
 
 /// The lab's addresses (see lab.sh).
 const V4: &str = "192.0.2.2";
@@ -66,12 +66,7 @@ fn port(result: &Value, n: u64) -> &Value {
 #[test]
 pub fn the_recon_profile_lists_exactly_its_available_tools_with_closed_inputs() {
     let r = serve(&config(&[V4]), &json!([]), &[]);
-    let names: Vec<&str> = r["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
+    let names = names(&r["tools"]);
     // nuclei ships in no package here: absent, and the status says why.
     assert_eq!(names, ["nmap_scan", "ffuf_discover", "arjun_params"]);
     let status = &r["status"]["recon"]["tools"];

@@ -259,12 +259,7 @@ fn request(
 pub fn readonly_profile_offers_no_writers() {
     let (mut child, mut stdin, mut stdout) = stdio_session(&["--profile", "readonly"]);
     let v = request(&mut stdin, &mut stdout, 2, "tools/list", "{}");
-    let names: Vec<&str> = v["result"]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
+    let names = names(&v["result"]["tools"]);
     assert!(
         names.contains(&"file_read") && names.contains(&"validate_json"),
         "{names:?}"

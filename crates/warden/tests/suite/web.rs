@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
-use super::common::{call_err as err, call_ok as ok, fixtures, sdk_python, the_binary};
+use super::common::{call_err as err, call_ok as ok, fixtures, names, sdk_python, the_binary};
 
 /// The allowlist the tests serve with: the site, plus two names whose addresses point inward
 /// (the sandbox must refuse those itself).
@@ -63,15 +63,6 @@ fn lab(sessions: &[Session], env: &[(&str, &str)], container: bool) -> Vec<Value
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect()
-}
-
-fn tools(report: &Value) -> Vec<&str> {
-    report["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
         .collect()
 }
 
@@ -146,7 +137,7 @@ fn fetch_and_scrape_reach_the_allowlist_and_nothing_else() {
     );
     let r = &reports[0];
     // The code profile lists the page tools once `[web] allow` is set (no backend: no search).
-    let listed = tools(r);
+    let listed = names(&r["tools"]);
     assert!(
         listed.contains(&"web_fetch") && listed.contains(&"run_command"),
         "{listed:?}"
@@ -295,7 +286,7 @@ fn browse_runs_the_page_inside_the_allowlist() {
     );
     let r = &reports[0];
     assert!(
-        tools(r).contains(&"web_browse"),
+        names(&r["tools"]).contains(&"web_browse"),
         "no browser found: ./setup.sh installs Chromium"
     );
     let page = ok(r, 0);
@@ -387,7 +378,7 @@ fn search_goes_to_the_configured_backend_only() {
         ],
     );
     // Only search is configured: only search is listed.
-    assert_eq!(tools(&reports[0]), vec!["web_search"]);
+    assert_eq!(names(&reports[0]["tools"]), vec!["web_search"]);
     let s = ok(&reports[0], 0);
     let results = s["results"].as_array().unwrap();
     assert_eq!(results.len(), 3);
