@@ -4,7 +4,8 @@
 //! our cgroup's `cgroup.controllers` and we can enable it for children), otherwise from the
 //! cgroup v1 hierarchy that mounts it, otherwise not at all (the rlimits set on the command
 //! remain the floor, and the outcome says so). The group is created beneath the supervisor's own
-//! cgroup and removed after the run.
+//! cgroup and removed after the run; groups that killed supervisors left behind are removed by
+//! later runs (see `RunCgroup::sweep_stale`).
 //!
 //! Guarantees: limits are written before any sandboxed process joins; counters are read from the
 //! kernel's files. Not done: CPU bandwidth throttling (the CPU limit is a total, polled by the
@@ -16,6 +17,9 @@ use std::path::{Path, PathBuf};
 
 use crate::outcome::Mechanism;
 use crate::policy::Limits;
+
+/// Age from which another process's empty run group counts as left behind.
+const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// A controller the jail uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -186,7 +190,7 @@ impl RunCgroup {
                 continue;
             };
             let parent = join_rel(mnt, root, &own);
-            RunCgroup::sweep_stale(&parent);
+            RunCgroup::sweep_stale(&parent, STALE_AFTER);
             let dir = parent.join(name);
             if fs::create_dir(&dir).is_err() {
                 continue;
@@ -223,14 +227,30 @@ impl RunCgroup {
         Ok(())
     }
 
-    /// Remove run groups left behind by supervisors that were killed (their pid is gone).
-    fn sweep_stale(parent: &Path) {
+    /// Remove run groups left behind by supervisors that were killed: any other process's run
+    /// group at least `min_age` old. The kernel refuses to remove a group that still
+    /// holds a process (EBUSY), and a live run's group holds its init from the moment it is
+    /// filled until it is removed, so that refusal is what spares live runs; the owner's pid
+    /// is not consulted, since a Warden in another pid namespace (a container's) names its
+    /// groups after a pid that this `/proc` may show as an unrelated live process.
+    fn sweep_stale(parent: &Path, min_age: std::time::Duration) {
         let Ok(entries) = fs::read_dir(parent) else {
             return;
         };
-        // Groups another pid namespace's Warden made a moment ago are spared by the age.
+        let ours = format!("warden-{}-", std::process::id());
         for e in entries.flatten() {
-            if crate::abandoned::by_owner(&e, "warden-", std::time::Duration::from_secs(60)) {
+            let name = e.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if !name.starts_with("warden-") || name.starts_with(&ours) {
+                continue;
+            }
+            let old = e
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age >= min_age);
+            if old {
                 let _ = fs::remove_dir(e.path());
             }
         }
@@ -316,5 +336,57 @@ impl RunCgroup {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The v1 pids hierarchy's directory that holds this process's group (run groups go there).
+    fn pids_parent() -> PathBuf {
+        let h = hierarchies();
+        let (_, mnt, root) =
+            h.v1.iter()
+                .find(|(opt, _, _)| opt == "pids")
+                .expect("a cgroup v1 pids hierarchy (this test needs root on a v1 machine)");
+        let own = own_path(|_, ctrls| ctrls.split(',').any(|x| x == "pids")).expect("own group");
+        join_rel(mnt, root, &own)
+    }
+
+    #[test]
+    fn a_group_left_behind_is_removed_and_one_holding_a_process_or_too_young_is_kept() {
+        let parent = pids_parent();
+        let me = std::process::id();
+        // Named after pid 1, alive in every `/proc`: the owner's pid does not decide, so the
+        // groups of a Warden in another pid namespace are cleaned too.
+        let left = parent.join(format!("warden-1-left-{me}"));
+        let live = parent.join(format!("warden-1-live-{me}"));
+        for dir in [&left, &live] {
+            fs::create_dir(dir).unwrap();
+        }
+        let mut sleeper = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        fs::write(live.join("cgroup.procs"), sleeper.id().to_string()).unwrap();
+
+        RunCgroup::sweep_stale(&parent, STALE_AFTER);
+        let young_kept = left.exists();
+        RunCgroup::sweep_stale(&parent, std::time::Duration::ZERO);
+        let (left_gone, live_kept) = (!left.exists(), live.exists());
+
+        let _ = sleeper.kill();
+        let _ = sleeper.wait();
+        let _ = fs::remove_dir(&left);
+        for _ in 0..100 {
+            if fs::remove_dir(&live).is_ok() || !live.exists() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(young_kept, "a group younger than the age was removed");
+        assert!(left_gone, "an empty group old enough was kept");
+        assert!(live_kept, "a group holding a process was removed");
     }
 }
