@@ -5,6 +5,10 @@
 //! Landlock, descriptors above 2 closed, signal dispositions reset, then `execve` with the
 //! policy's environment only. The seccomp filter is already in place: the init installed it just
 //! before forking this process (none of these steps is on its deny list).
+//! In a prepared jail this process is forked before the command is known: it takes every step
+//! above at once, keeping only the sync socket (close-on-exec) besides the status pipe, then
+//! waits there for the command line, sets the command's CPU limit and executes it — so a call
+//! reaches the process that runs it directly, with no fork and no set-up on its path.
 //! Any failure is reported on the status pipe and the process exits without running the command.
 //!
 //! Note: `execve` resets the dumpable flag for ordinary binaries; ptrace and
@@ -23,12 +27,11 @@ use crate::init::{Launch, report};
 use crate::protocol::StatusMessage;
 use crate::sys;
 
+/// The rlimits; the CPU limit too unless the command (which brings its own) is still to come.
 fn rlimits(launch: &Launch) -> Result<(), SetupFailure> {
     let l = &launch.policy.limits;
-    let cpu_s = l.cpu_time_ms.div_ceil(1000);
     let mut set = vec![
         (Resource::RLIMIT_CORE, 0, 0),
-        (Resource::RLIMIT_CPU, cpu_s, cpu_s.saturating_add(1)),
         (Resource::RLIMIT_NOFILE, l.open_files, l.open_files),
         (Resource::RLIMIT_FSIZE, l.file_size_bytes, l.file_size_bytes),
         (Resource::RLIMIT_NPROC, l.pids, l.pids),
@@ -40,7 +43,17 @@ fn rlimits(launch: &Launch) -> Result<(), SetupFailure> {
         setrlimit(res, soft, hard)
             .map_err(|e| SetupFailure::errno(Stage::Rlimits, format!("{res:?}"), e))?;
     }
-    Ok(())
+    if launch.deferred {
+        Ok(())
+    } else {
+        cpu_limit(launch)
+    }
+}
+
+fn cpu_limit(launch: &Launch) -> Result<(), SetupFailure> {
+    let cpu_s = launch.policy.limits.cpu_time_ms.div_ceil(1000);
+    setrlimit(Resource::RLIMIT_CPU, cpu_s, cpu_s.saturating_add(1))
+        .map_err(|e| SetupFailure::errno(Stage::Rlimits, "RLIMIT_CPU", e))
 }
 
 fn credentials(launch: &Launch) -> Result<(), SetupFailure> {
@@ -82,13 +95,16 @@ fn prepare(launch: &mut Launch) -> Result<(), SetupFailure> {
         .map_err(|e| SetupFailure::errno(Stage::Namespaces, "parent-death signal", e))?;
     let ll = crate::landlock::restrict(launch.landlock.take(), launch.policy.landlock)?;
     report(&launch.status, &StatusMessage::Landlock(ll));
-    let keep = u32::try_from(launch.status.as_raw_fd()).unwrap_or(u32::MAX);
-    let close = |first, last| {
-        sys::close_range(first, last)
-            .map_err(|e| SetupFailure::errno(Stage::Stdio, "close_range", e))
-    };
-    close(3, keep.saturating_sub(1))?;
-    close(keep.saturating_add(1), u32::MAX)?;
+    // A prepared jail's command line is still to come on the sync socket.
+    let mut keep = vec![launch.status.as_raw_fd()];
+    if launch.deferred {
+        keep.push(launch.sync.as_raw_fd());
+    }
+    let keep: Vec<u32> = keep
+        .into_iter()
+        .filter_map(|fd| u32::try_from(fd).ok())
+        .collect();
+    sys::close_all_but(&keep).map_err(|e| SetupFailure::errno(Stage::Stdio, "close_range", e))?;
     sys::reset_signals();
     Ok(())
 }
@@ -128,9 +144,17 @@ fn exec_program(launch: &Launch) -> (Errno, String) {
     (err, name)
 }
 
-/// Become the command. Never returns.
+/// Become the command. Never returns. In a prepared jail, first wait for the command line
+/// (EOF: the jail was let go unused).
 pub fn exec(mut launch: Launch) -> ! {
-    if let Err(f) = prepare(&mut launch) {
+    let ready = prepare(&mut launch).and_then(|()| {
+        if !launch.deferred {
+            return Ok(());
+        }
+        crate::warm::await_release(&launch.sync)?.apply(&mut launch)?;
+        cpu_limit(&launch)
+    });
+    if let Err(f) = ready {
         report(&launch.status, &StatusMessage::Failed(f));
         sys::exit_now(125);
     }

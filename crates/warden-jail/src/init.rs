@@ -142,9 +142,9 @@ fn harden_self(launch: &Launch) -> Result<(), SetupFailure> {
         let _ = nix::unistd::dup2_stdout(&null);
         let _ = nix::unistd::dup2_stderr(&null);
     }
-    let keep = u32::try_from(launch.status.as_raw_fd()).unwrap_or(u32::MAX);
-    let _ = sys::close_range(3, keep.saturating_sub(1));
-    let _ = sys::close_range(keep.saturating_add(1), u32::MAX);
+    if let Ok(keep) = u32::try_from(launch.status.as_raw_fd()) {
+        let _ = sys::close_all_but(&[keep]);
+    }
     Ok(())
 }
 
@@ -171,17 +171,6 @@ fn reap(command: Pid, status: &OwnedFd) -> ! {
             Err(_) => sys::exit_now(0),
         }
     }
-}
-
-/// A prepared jail's command, as the command's process will need it.
-fn take(launch: &mut Launch, r: crate::warm::Release) -> Result<(), SetupFailure> {
-    let c = |s: String| {
-        CString::new(s).map_err(|_| SetupFailure::plain(Stage::Supervisor, "a NUL in the command"))
-    };
-    launch.argv = r.argv.into_iter().map(c).collect::<Result<_, _>>()?;
-    launch.env = r.env.into_iter().map(c).collect::<Result<_, _>>()?;
-    launch.policy.limits.cpu_time_ms = r.cpu_time_ms;
-    Ok(())
 }
 
 /// The init's whole life.
@@ -228,13 +217,8 @@ pub fn run(mut launch: Launch) -> ! {
         report(&launch.status, &StatusMessage::Failed(f));
         sys::exit_now(125);
     }
-    // A prepared jail waits here, with everything but the command in place.
-    if launch.deferred
-        && let Err(f) = crate::warm::await_release(&launch.sync).and_then(|r| take(&mut launch, r))
-    {
-        report(&launch.status, &StatusMessage::Failed(f));
-        sys::exit_now(125);
-    }
+    // A prepared jail's command process is forked now and waits for its command line itself
+    // (see `child`), with everything but the command in place.
     let command = match sys::fork_single_threaded() {
         Ok(CloneResult::Child) => child::exec(launch),
         Ok(CloneResult::Parent(pid)) => pid,

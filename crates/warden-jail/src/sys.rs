@@ -408,6 +408,18 @@ pub fn close_range(first: u32, last: u32) -> Result<(), Errno> {
     unit_result(unsafe { libc::syscall(libc::SYS_close_range, first, last, 0u32) })
 }
 
+/// Close every descriptor from 3 up but those in `keep`.
+pub fn close_all_but(keep: &[u32]) -> Result<(), Errno> {
+    let mut keep = keep.to_vec();
+    keep.sort_unstable();
+    let mut first = 3u32;
+    for k in keep.into_iter().filter(|&k| k >= 3) {
+        close_range(first, k.saturating_sub(1))?;
+        first = k.saturating_add(1);
+    }
+    close_range(first, u32::MAX)
+}
+
 /// `seccomp(SECCOMP_SET_MODE_FILTER, flags, program)`; returns the syscall's value.
 fn seccomp_set_filter(program: &[libc::sock_filter], flags: libc::c_ulong) -> libc::c_long {
     let Ok(len) = u16::try_from(program.len()) else {

@@ -2,12 +2,13 @@
 //!
 //! A prepared run goes through every set-up step a cold one does — helper started, namespaces
 //! created, id maps written, root built and pivoted into, cgroup joined, Landlock ruleset
-//! opened, seccomp filter installed in the init — and then the init waits. When a call
+//! opened, seccomp filter installed in the init — and the init forks the command's process,
+//! which takes every step a cold run's command takes before `execve` (new session, rlimits,
+//! ids, capabilities, Landlock, descriptors) but the CPU limit, and waits. When a call
 //! arrives, the caller sends one [`Command`] on the helper's lifeline; the supervisor checks
-//! it, forwards the command line to the waiting init over the sync socket, and the init forks
-//! the command exactly as in a cold run (new session, rlimits, ids, capabilities, Landlock,
-//! descriptors, then `execve`). From there the run is an ordinary one: same watch, same limits
-//! (the wall-time clock starts when the command arrives), same outcome.
+//! it and forwards the command line over the sync socket to that waiting process, which sets
+//! the command's CPU limit and executes it. From there the run is an ordinary one: same
+//! watch, same limits (the wall-time clock starts when the command arrives), same outcome.
 //!
 //! Guarantees: a prepared jail runs at most one command and is destroyed with it, so nothing a
 //! command leaves behind (files outside the workspace, processes, IPC objects, cgroup counters,
@@ -30,7 +31,7 @@ use crate::policy::Policy;
 use crate::protocol::{MAX_JSON_FRAME, read_frame};
 use crate::spawn::MAX_STDIN;
 
-/// Largest command line (with its environment) a waiting init accepts, in bytes of JSON.
+/// Largest command line (with its environment) a waiting jail accepts, in bytes of JSON.
 const MAX_RELEASE: usize = 4 << 20;
 /// Bytes per `SOCK_SEQPACKET` message when the command line goes to the init.
 const CHUNK: usize = 32 << 10;
@@ -61,12 +62,26 @@ pub fn unpreparable(policy: &Policy) -> Option<&'static str> {
         .then_some("a run that protects workspace paths cannot be prepared ahead")
 }
 
-/// What the supervisor forwards to the waiting init.
+/// What the supervisor forwards to the waiting command process.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct Release {
     pub argv: Vec<String>,
     pub env: Vec<String>,
     pub cpu_time_ms: u64,
+}
+
+impl Release {
+    /// Command process: take the command line, environment and CPU limit.
+    pub(crate) fn apply(self, launch: &mut crate::init::Launch) -> Result<(), SetupFailure> {
+        let c = |s: String| {
+            std::ffi::CString::new(s)
+                .map_err(|_| SetupFailure::plain(Stage::Supervisor, "a NUL in the command"))
+        };
+        launch.argv = self.argv.into_iter().map(c).collect::<Result<_, _>>()?;
+        launch.env = self.env.into_iter().map(c).collect::<Result<_, _>>()?;
+        launch.policy.limits.cpu_time_ms = self.cpu_time_ms;
+        Ok(())
+    }
 }
 
 /// Supervisor: wait until the caller sends the command, the init goes away (a set-up
@@ -109,7 +124,8 @@ pub(crate) fn receive(
     Ok(Some(cmd))
 }
 
-/// Supervisor: hand the command line to the waiting init (length first, then chunks).
+/// Supervisor: hand the command line to the waiting command process (length first, then
+/// chunks).
 pub(crate) fn forward(sync: &OwnedFd, release: &Release) -> nix::Result<()> {
     let body = serde_json::to_vec(release).map_err(|_| nix::errno::Errno::EINVAL)?;
     if body.len() > MAX_RELEASE {
@@ -123,8 +139,8 @@ pub(crate) fn forward(sync: &OwnedFd, release: &Release) -> nix::Result<()> {
     Ok(())
 }
 
-/// Init: wait for the command line (plain `read`s on the sync socket; EOF means the
-/// supervisor let us go unused).
+/// Command process: wait for the command line (plain `read`s on the sync socket; EOF means
+/// the supervisor let us go unused).
 pub(crate) fn await_release(sync: &OwnedFd) -> Result<Release, SetupFailure> {
     let fail = |detail: &str| SetupFailure::plain(Stage::Supervisor, detail);
     let mut len = [0u8; 4];
