@@ -914,6 +914,8 @@ pub fn helper_main() -> i32 {
                 },
                 None => Observer::default(),
             };
+            // The outcome goes out first; the run's cgroups are removed after it.
+            crate::supervisor::replies_first();
             match supervise_with(&req, Some(lifeline), observer) {
                 Ok(o) => {
                     let (stdout, stderr) = (o.stdout.clone(), o.stderr.clone());

@@ -163,21 +163,55 @@ struct Running {
     sync: Option<OwnedFd>,
     /// The jail's mount namespace, held until the outcome is out.
     mount_ns: Option<OwnedFd>,
+    /// The host uid the command's uid maps to (for the outcome).
+    uid_host: u32,
 }
 
-/// Namespaces whose teardown waits until the outcome has been sent.
-static AFTER_REPLY: std::sync::Mutex<Vec<OwnedFd>> = std::sync::Mutex::new(Vec::new());
+/// What finished runs keep for after their outcome has been sent.
+struct Leftovers {
+    /// Mount namespaces (their teardown waits for an RCU grace period).
+    namespaces: Vec<OwnedFd>,
+    /// Emptied cgroups, to remove (only in a process that calls [`after_reply`]).
+    cgroups: Vec<RunCgroup>,
+}
 
-/// Release what a finished run kept for after its outcome was sent (its mount namespace, whose
-/// teardown waits for an RCU grace period). Called by the helper once it has replied; a
-/// process that never calls it releases them when it exits.
+static AFTER_REPLY: std::sync::Mutex<Leftovers> = std::sync::Mutex::new(Leftovers {
+    namespaces: Vec::new(),
+    cgroups: Vec::new(),
+});
+
+/// Set by a process that calls [`after_reply`] once it has replied (the helper): its runs'
+/// cgroups are removed then, not before the outcome.
+static REPLIES_FIRST: AtomicBool = AtomicBool::new(false);
+
+fn after_reply_list() -> std::sync::MutexGuard<'static, Leftovers> {
+    AFTER_REPLY
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Promise to call [`after_reply`] once this process has sent its runs' outcomes: their
+/// emptied cgroups are then removed after the reply rather than before it.
+pub fn replies_first() {
+    REPLIES_FIRST.store(true, Ordering::SeqCst);
+}
+
+/// Release what finished runs kept for after their outcome was sent: their mount namespaces
+/// (whose teardown waits for an RCU grace period) and, after [`replies_first`], their emptied
+/// cgroups. Called by the helper once it has replied; a process that never calls it releases
+/// the namespaces when it exits (and removes its cgroups before the outcome).
 pub fn after_reply() {
-    let held = std::mem::take(
-        &mut *AFTER_REPLY
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    let held = std::mem::replace(
+        &mut *after_reply_list(),
+        Leftovers {
+            namespaces: Vec::new(),
+            cgroups: Vec::new(),
+        },
     );
-    drop(held);
+    drop(held.namespaces);
+    for cg in held.cgroups {
+        cg.remove();
+    }
 }
 
 /// Why the supervisor ended the run.
@@ -482,11 +516,12 @@ fn start(req: &Request, policy: &Policy, hub: Option<Arc<Hub>>) -> Result<Runnin
         started,
         proc,
         sync: req.deferred.then_some(sync_w),
+        uid_host: ids.host_uid,
     })
 }
 
-/// A prepared run: wait for its command, check it, and give it to the waiting init. The
-/// run's clock starts now. Without a command (the caller let go, the init failed, or a
+/// A prepared run: wait for its command, check it, and give it to the jail's waiting process.
+/// The run's clock starts now. Without a command (the caller let go, the init failed, or a
 /// termination signal came), the watch that follows ends the run and says why.
 fn release(
     r: &mut Running,
@@ -529,8 +564,8 @@ fn release(
         cpu_time_ms: policy.limits.cpu_time_ms,
     };
     if let Some(t) = r.tracing.as_mut() {
-        // The init reads the tracer's answer and then the command on the same socket: the
-        // command goes only once the answer has.
+        // The init reads the tracer's answer on the socket the command then goes down (to the
+        // process it forks after that answer): the command goes only once the answer has.
         let ready = TRACER_READY.min(std::time::Duration::from_millis(policy.limits.wall_time_ms));
         if let Some(taken) = t.taken.take()
             && taken.recv_timeout(ready).is_err()
@@ -993,10 +1028,7 @@ fn finish(
     phase("init exited");
     let _ = nix::sys::wait::waitpid(r.init, None);
     if let Some(ns) = r.mount_ns.take() {
-        AFTER_REPLY
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(ns);
+        after_reply_list().namespaces.push(ns);
     }
     let cap = policy.limits.output_bytes;
     let before = [&r.stdout, &r.stderr].map(|o| o.as_ref().map_or(0, |o| o.kept.len()));
@@ -1029,11 +1061,15 @@ fn finish(
             StatusMessage::Exited { code, signal } => exit = Some((code, signal)),
         }
     }
-    let mut enforcement = enforcement(&r.cgroup, landlock, policy);
+    let mut enforcement = enforcement(&r.cgroup, landlock, policy, r.uid_host);
     enforcement.proc = r.proc;
     phase("status read");
-    r.cgroup.remove();
-    log_phase(r.started, "cgroup removed");
+    if REPLIES_FIRST.load(Ordering::SeqCst) {
+        after_reply_list().cgroups.push(r.cgroup);
+    } else {
+        r.cgroup.remove();
+        log_phase(r.started, "cgroup removed");
+    }
     // The jail is gone; forwarding the rest of its output may wait on a slow reader, so let the
     // caller's signals through again while it does.
     let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(caller_mask), None);
@@ -1116,13 +1152,17 @@ fn finish(
     })
 }
 
-fn enforcement(cg: &RunCgroup, landlock: LandlockReport, policy: &Policy) -> Enforcement {
+fn enforcement(
+    cg: &RunCgroup,
+    landlock: LandlockReport,
+    policy: &Policy,
+    uid_host: u32,
+) -> Enforcement {
     let with = |m: Option<Mechanism>, rest: &[Mechanism]| {
         m.into_iter()
             .chain(rest.iter().copied())
             .collect::<Vec<_>>()
     };
-    let ids = idmap::plan(policy.uid, policy.gid);
     Enforcement {
         wall_time: vec![Mechanism::Supervisor],
         cpu_time: with(cg.cpu(), &[Mechanism::Rlimit]),
@@ -1135,7 +1175,7 @@ fn enforcement(cg: &RunCgroup, landlock: LandlockReport, policy: &Policy) -> Enf
         landlock,
         seccomp: true,
         uid_inside: policy.uid,
-        uid_host: ids.host_uid,
+        uid_host,
         proc: ProcSource::Fresh,
     }
 }
