@@ -69,8 +69,8 @@ pub async fn serve_stdio(config: Config, helper: Option<PathBuf>) -> Result<(), 
     // waits a grace period before cancelling them).
     let closed = tokio_util::sync::CancellationToken::new();
     let (input, output, writer) = stdio::frame(
-        tokio::io::stdin(),
-        tokio::io::stdout(),
+        stdio::input(),
+        stdio::output(),
         MAX_MESSAGE_BYTES,
         closed.clone(),
     );
