@@ -23,6 +23,7 @@ pub mod blockers;
 mod cgroup;
 mod child;
 pub mod error;
+mod helper_process;
 mod idmap;
 mod init;
 mod landlock;

@@ -6,15 +6,14 @@
 //! the lifeline: closing it kills the run — and writes the outcome on descriptor 4. A traced run
 //! also gets descriptor 5, a stream socket: the helper writes events (JSON lines) as they happen
 //! and reads attribution windows from it ([`TraceLink`]).
-//! The only code that runs between `fork` and `exec` here is `dup2`/`fcntl`, which are
-//! async-signal-safe.
+//! The helper is started with `posix_spawn` (see [`crate::helper_process`]): the caller's memory
+//! is never copied.
 
 use std::fs::File;
 use std::io::Write;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::process::CommandExt;
+use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
-use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{ChildStderr, ChildStdin, ChildStdout, Command};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -23,6 +22,7 @@ use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{JailError, SetupFailure};
+use crate::helper_process::{HelperProcess, Spawned, Stdio};
 use crate::outcome::Outcome;
 use crate::policy::Policy;
 use crate::protocol::{MAX_JSON_FRAME, read_frame, write_frame};
@@ -151,7 +151,7 @@ impl Jail {
         &self,
         req: &Request,
         stdio: [Stdio; 3],
-    ) -> Result<(Child, File, File, Option<TraceLink>), JailError> {
+    ) -> Result<(Spawned, File, File, Option<TraceLink>), JailError> {
         req.policy.validate()?;
         if req.argv.is_empty() && !req.deferred {
             return Err(JailError::BadCommand("empty command line"));
@@ -164,7 +164,6 @@ impl Jail {
         let io_err = |e: nix::errno::Errno| helper_err(std::io::Error::from(e));
         let (req_r, req_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(io_err)?;
         let (res_r, res_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(io_err)?;
-        let (req_raw, res_raw) = (req_r.as_raw_fd(), res_w.as_raw_fd());
         let traced = req.policy.traced();
         let link = if traced {
             let (ours, theirs) = std::os::unix::net::UnixStream::pair().map_err(helper_err)?;
@@ -172,38 +171,19 @@ impl Jail {
         } else {
             None
         };
-        let link_raw = link.as_ref().map_or(-1, |(_, t)| t.as_raw_fd());
-        let [stdin, stdout, stderr] = stdio;
-        let mut cmd = Command::new(&helper);
-        cmd.arg(HELPER_ARG)
-            .arg(BUILD)
-            .env_clear()
-            .stdin(stdin)
-            .stdout(stdout)
-            .stderr(stderr);
-        // SAFETY: the closure only calls fcntl and dup2 (async-signal-safe) on descriptors that
-        // are open in the child: it moves them out of the way of 3 and 4 first, then into place.
-        unsafe {
-            cmd.pre_exec(move || {
-                let hi_req = libc::fcntl(req_raw, libc::F_DUPFD_CLOEXEC, 10);
-                let hi_res = libc::fcntl(res_raw, libc::F_DUPFD_CLOEXEC, 10);
-                let hi_link = if link_raw >= 0 {
-                    libc::fcntl(link_raw, libc::F_DUPFD_CLOEXEC, 10)
-                } else {
-                    -1
-                };
-                if hi_req < 0
-                    || hi_res < 0
-                    || libc::dup2(hi_req, REQUEST_FD) < 0
-                    || libc::dup2(hi_res, RESULT_FD) < 0
-                    || (link_raw >= 0 && (hi_link < 0 || libc::dup2(hi_link, TRACE_FD) < 0))
-                {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
+        let mut extras = vec![(req_r.as_fd(), REQUEST_FD), (res_w.as_fd(), RESULT_FD)];
+        if let Some((_, theirs)) = &link {
+            extras.push((theirs.as_fd(), TRACE_FD));
         }
-        let mut child = cmd.spawn().map_err(helper_err)?;
+        let program = helper.to_string_lossy();
+        let mut child = crate::helper_process::spawn(
+            &helper,
+            &[program.as_ref(), HELPER_ARG, BUILD],
+            stdio,
+            &extras,
+        )
+        .map_err(io_err)?;
+        drop(extras);
         drop((req_r, res_w));
         let link = match link {
             Some((ours, theirs)) => {
@@ -228,8 +208,8 @@ impl Jail {
             }
         });
         if sent.is_err() {
-            let _ = child.kill();
-            let _ = child.wait();
+            child.process.kill();
+            child.process.wait();
             return Err(JailError::Protocol("exited before reading its request"));
         }
         Ok((child, lifeline, File::from(res_r), link))
@@ -264,9 +244,9 @@ impl Jail {
             proc_warned: false,
             deferred: false,
         };
-        let stdio = [Stdio::null(), Stdio::null(), Stdio::null()];
+        let stdio = [Stdio::Null; 3];
         let (child, lifeline, result, trace) = self.start(&req, stdio)?;
-        Ok(Running::captured(child, lifeline, result, trace))
+        Ok(Running::captured(child.process, lifeline, result, trace))
     }
 
     /// Prepare a jail for `policy` ahead of its command (see [`crate::warm`]): the returned
@@ -287,10 +267,10 @@ impl Jail {
             proc_warned: false,
             deferred: true,
         };
-        let stdio = [Stdio::null(), Stdio::null(), Stdio::null()];
+        let stdio = [Stdio::Null; 3];
         let (child, lifeline, result, trace) = self.start(&req, stdio)?;
         Ok(Warm {
-            parts: Some((child, lifeline, result)),
+            parts: Some((child.process, lifeline, result)),
             trace,
         })
     }
@@ -305,14 +285,14 @@ impl Jail {
             proc_warned: false,
             deferred: false,
         };
-        let stdio = [Stdio::piped(), Stdio::piped(), Stdio::piped()];
-        let (mut child, lifeline, result, trace) = self.start(&req, stdio)?;
+        let stdio = [Stdio::Piped; 3];
+        let (child, lifeline, result, trace) = self.start(&req, stdio)?;
         Ok(Running {
             trace,
-            stdin: child.stdin.take(),
-            stdout: child.stdout.take(),
-            stderr: child.stderr.take(),
-            child,
+            stdin: child.stdin,
+            stdout: child.stdout,
+            stderr: child.stderr,
+            child: child.process,
             lifeline: Killer(Arc::new(Mutex::new(Some(lifeline)))),
             result,
             reaped: false,
@@ -325,7 +305,7 @@ impl Jail {
 #[derive(Debug)]
 pub struct Warm {
     /// `None` once handed to a [`Running`].
-    parts: Option<(Child, File, File)>,
+    parts: Option<(HelperProcess, File, File)>,
     /// A traced jail's events, from the helper.
     trace: Option<TraceLink>,
 }
@@ -357,7 +337,7 @@ impl Warm {
     pub fn alive(&mut self) -> bool {
         self.parts
             .as_mut()
-            .is_some_and(|(child, _, _)| matches!(child.try_wait(), Ok(None)))
+            .is_some_and(|(child, _, _)| !child.exited())
     }
 
     /// Host pid of the helper (the supervisor of this jail).
@@ -371,7 +351,7 @@ impl Drop for Warm {
         if let Some((mut child, lifeline, result)) = self.parts.take() {
             // EOF on the lifeline ends the helper, which tears the jail down first.
             drop((lifeline, result));
-            let _ = child.wait();
+            child.wait();
         }
     }
 }
@@ -393,7 +373,7 @@ impl Killer {
 /// A jailed command started with [`Jail::spawn`] or [`Jail::start_capture`].
 #[derive(Debug)]
 pub struct Running {
-    child: Child,
+    child: HelperProcess,
     lifeline: Killer,
     result: File,
     /// The command's stdin.
@@ -434,9 +414,9 @@ fn sibling_helper(exe: &std::path::Path) -> Option<(PathBuf, FileId)> {
     let mut child = Command::new(&path)
         .arg("--build")
         .env_clear()
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
         .spawn()
         .ok()?;
     let mut out = child.stdout.take()?;
@@ -787,7 +767,7 @@ impl Running {
         };
         self.lifeline.kill();
         if self.trace.is_some() {
-            let _ = self.child.wait();
+            self.child.wait();
         } else {
             // The helper has replied; what it still does (the jail's mount namespace goes
             // after the reply) is not the caller's wait. It is reaped in the background.
@@ -820,7 +800,12 @@ impl Running {
 
 impl Running {
     /// A run in capture mode (no pipes of its own: the outcome carries the output).
-    fn captured(child: Child, lifeline: File, result: File, trace: Option<TraceLink>) -> Running {
+    fn captured(
+        child: HelperProcess,
+        lifeline: File,
+        result: File,
+        trace: Option<TraceLink>,
+    ) -> Running {
         Running {
             trace,
             child,
@@ -839,11 +824,11 @@ impl Running {
         if self.reaped {
             return;
         }
-        if let Ok(Some(_)) = self.child.try_wait() {
+        if self.child.exited() {
             self.reaped = true;
             return;
         }
-        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.child.id()).unwrap_or(i32::MAX));
+        let pid = self.child.pid();
         let reaper = std::thread::Builder::new()
             .name("warden-reap".into())
             .spawn(move || {
@@ -851,8 +836,9 @@ impl Running {
             });
         // Without a thread, reap it here (and `Drop` must then not wait again).
         if reaper.is_err() {
-            let _ = self.child.wait();
+            self.child.wait();
         }
+        self.child.given_away();
         self.reaped = true;
     }
 }
@@ -863,7 +849,7 @@ impl Drop for Running {
         // linger as a zombie. The tree's death does not depend on this running.
         self.lifeline.kill();
         if !self.reaped {
-            let _ = self.child.wait();
+            self.child.wait();
         }
     }
 }
