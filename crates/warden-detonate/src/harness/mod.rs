@@ -332,6 +332,12 @@ pub fn run(
         }
     };
     let stdin = running.stdin.take().context("no stdin")?;
+    // The server's stdin stays open (this copy) until its end is known: a server that exits
+    // when its input ends (most stdio servers) would otherwise seem to have exited on its own
+    // once the session's transport let go of it, depending on how fast it did.
+    let held_stdin = std::os::fd::AsFd::as_fd(&stdin)
+        .try_clone_to_owned()
+        .context("holding the server's stdin")?;
     let stdout = running.stdout.take().context("no stdout")?;
     let stderr = running.stderr.take().context("no stderr")?;
     // The server's stderr: the first 64 KiB kept, the rest drained so it never blocks.
@@ -432,6 +438,7 @@ pub fn run(
         }
         Err(e) => ServerEnd::of_error(&e),
     };
+    drop(held_stdin);
     phase("server gone");
     link.wait_closed(Duration::from_secs(10));
     phase("trace closed");
