@@ -172,6 +172,7 @@ impl RunCgroup {
         let all = [Controller::Memory, Controller::Pids, Controller::Cpu];
         let mut missing: Vec<Controller> = all.to_vec();
         if let Some((parent, have)) = h.v2.as_deref().and_then(|m| v2_parent(m, &all)) {
+            RunCgroup::sweep_stale(&parent, STALE_AFTER);
             let dir = parent.join(name);
             if fs::create_dir(&dir).is_ok() {
                 run.created.push(dir.clone());
@@ -237,11 +238,19 @@ impl RunCgroup {
         let Ok(entries) = fs::read_dir(parent) else {
             return;
         };
-        let ours = format!("warden-{}-", std::process::id());
+        let me = std::process::id().to_string();
         for e in entries.flatten() {
             let name = e.file_name();
-            let Some(name) = name.to_str() else { continue };
-            if !name.starts_with("warden-") || name.starts_with(&ours) {
+            // Exactly a run group's name, `warden-<pid>-<nanoseconds>`, and not one of ours.
+            let Some((pid, stamp)) = name
+                .to_str()
+                .and_then(|n| n.strip_prefix("warden-"))
+                .and_then(|rest| rest.split_once('-'))
+            else {
+                continue;
+            };
+            let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+            if !digits(pid) || !digits(stamp) || pid == me {
                 continue;
             }
             let old = e
@@ -355,14 +364,15 @@ mod tests {
     }
 
     #[test]
-    fn a_group_left_behind_is_removed_and_one_holding_a_process_or_too_young_is_kept() {
+    fn a_group_left_behind_is_removed_and_one_holding_a_process_too_young_or_foreign_is_kept() {
         let parent = pids_parent();
         let me = std::process::id();
         // Named after pid 1, alive in every `/proc`: the owner's pid does not decide, so the
         // groups of a Warden in another pid namespace are cleaned too.
-        let left = parent.join(format!("warden-1-left-{me}"));
-        let live = parent.join(format!("warden-1-live-{me}"));
-        for dir in [&left, &live] {
+        let left = parent.join(format!("warden-1-{me}1"));
+        let live = parent.join(format!("warden-1-{me}2"));
+        let other = parent.join(format!("warden-1-{me}-not-a-run"));
+        for dir in [&left, &live, &other] {
             fs::create_dir(dir).unwrap();
         }
         let mut sleeper = std::process::Command::new("sleep")
@@ -374,11 +384,12 @@ mod tests {
         RunCgroup::sweep_stale(&parent, STALE_AFTER);
         let young_kept = left.exists();
         RunCgroup::sweep_stale(&parent, std::time::Duration::ZERO);
-        let (left_gone, live_kept) = (!left.exists(), live.exists());
+        let (left_gone, live_kept, other_kept) = (!left.exists(), live.exists(), other.exists());
 
         let _ = sleeper.kill();
         let _ = sleeper.wait();
         let _ = fs::remove_dir(&left);
+        let _ = fs::remove_dir(&other);
         for _ in 0..100 {
             if fs::remove_dir(&live).is_ok() || !live.exists() {
                 break;
@@ -388,5 +399,6 @@ mod tests {
         assert!(young_kept, "a group younger than the age was removed");
         assert!(left_gone, "an empty group old enough was kept");
         assert!(live_kept, "a group holding a process was removed");
+        assert!(other_kept, "a group not named like a run's was removed");
     }
 }

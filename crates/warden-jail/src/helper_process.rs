@@ -100,6 +100,17 @@ impl HelperProcess {
     }
 }
 
+impl Drop for HelperProcess {
+    /// Every owner reaps it (or gives it away) before letting go; this is for a path that did
+    /// not (an error right after the spawn): killed and reaped, never left a zombie.
+    fn drop(&mut self) {
+        if !self.reaped {
+            self.kill();
+            self.wait();
+        }
+    }
+}
+
 /// A close-on-exec copy of `fd` numbered 10 or above, out of the way of the child's 0 to 9.
 fn high_copy(fd: BorrowedFd<'_>) -> Result<OwnedFd, Errno> {
     let raw = fcntl(fd, FcntlArg::F_DUPFD_CLOEXEC(10))?;

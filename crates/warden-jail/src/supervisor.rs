@@ -1064,7 +1064,9 @@ fn finish(
     let mut enforcement = enforcement(&r.cgroup, landlock, policy, r.uid_host);
     enforcement.proc = r.proc;
     phase("status read");
-    if REPLIES_FIRST.load(Ordering::SeqCst) {
+    // After the reply unless a termination signal came: it is raised again below and ends us
+    // before any reply.
+    if REPLIES_FIRST.load(Ordering::SeqCst) && r.caller_signal.is_none() {
         after_reply_list().cgroups.push(r.cgroup);
     } else {
         r.cgroup.remove();

@@ -414,6 +414,7 @@ pub fn close_all_but(keep: &[u32]) -> Result<(), Errno> {
     keep.sort_unstable();
     let mut first = 3u32;
     for k in keep.into_iter().filter(|&k| k >= 3) {
+        // (`close_range` is a no-op when the range is empty: `k` right after the last kept.)
         close_range(first, k.saturating_sub(1))?;
         first = k.saturating_add(1);
     }
