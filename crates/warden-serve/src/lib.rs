@@ -20,6 +20,7 @@ pub mod server;
 pub mod snapshots;
 pub mod state;
 mod stdio;
+mod stdio_direct;
 pub mod tools;
 mod wsfs;
 
@@ -69,8 +70,8 @@ pub async fn serve_stdio(config: Config, helper: Option<PathBuf>) -> Result<(), 
     // waits a grace period before cancelling them).
     let closed = tokio_util::sync::CancellationToken::new();
     let (input, output, writer) = stdio::frame(
-        stdio::input(),
-        stdio::output(),
+        stdio_direct::input(),
+        stdio_direct::output(),
         MAX_MESSAGE_BYTES,
         closed.clone(),
     );

@@ -13,68 +13,6 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWrite
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-/// What standard input or output is, when the runtime can wait on it itself.
-enum Direct {
-    Pipe(std::os::fd::OwnedFd),
-    Socket(std::os::unix::net::UnixStream),
-}
-
-/// A copy of standard input or output that the runtime can wait on itself, when it is a pipe
-/// or a Unix stream socket: what MCP clients give their servers (Python's `subprocess` a pipe,
-/// Node's a socket pair). A message then wakes the task that frames it directly, without a
-/// hop through tokio's blocking-thread reader or writer. The descriptor is put in nonblocking
-/// mode; the client holds the other end, not this one. `None` for anything else (a terminal,
-/// a file).
-fn direct(fd: std::os::fd::BorrowedFd<'_>) -> Option<Direct> {
-    use nix::sys::socket::{SockType, UnixAddr, getsockname, getsockopt, sockopt};
-    use nix::sys::stat::SFlag;
-    let copy = fd.try_clone_to_owned().ok()?;
-    let kind =
-        SFlag::from_bits_truncate(nix::sys::stat::fstat(&copy).ok()?.st_mode) & SFlag::S_IFMT;
-    if kind == SFlag::S_IFIFO {
-        return Some(Direct::Pipe(copy));
-    }
-    let unix_stream = kind == SFlag::S_IFSOCK
-        && getsockopt(&copy, sockopt::SockType).ok() == Some(SockType::Stream)
-        && getsockname::<UnixAddr>(std::os::fd::AsRawFd::as_raw_fd(&copy)).is_ok();
-    if !unix_stream {
-        return None;
-    }
-    let socket = std::os::unix::net::UnixStream::from(copy);
-    socket.set_nonblocking(true).ok()?;
-    Some(Direct::Socket(socket))
-}
-
-/// Standard input for [`frame`] (see [`direct`]).
-pub(crate) fn input() -> Box<dyn AsyncRead + Unpin + Send> {
-    let direct: Option<Box<dyn AsyncRead + Unpin + Send>> =
-        match direct(std::os::fd::AsFd::as_fd(&std::io::stdin())) {
-            Some(Direct::Pipe(fd)) => tokio::net::unix::pipe::Receiver::from_owned_fd(fd)
-                .ok()
-                .map(|p| Box::new(p) as _),
-            Some(Direct::Socket(s)) => tokio::net::UnixStream::from_std(s)
-                .ok()
-                .map(|s| Box::new(s) as _),
-            None => None,
-        };
-    direct.unwrap_or_else(|| Box::new(tokio::io::stdin()))
-}
-
-/// Standard output for [`frame`] (see [`direct`]).
-pub(crate) fn output() -> Box<dyn AsyncWrite + Unpin + Send> {
-    let direct: Option<Box<dyn AsyncWrite + Unpin + Send>> =
-        match direct(std::os::fd::AsFd::as_fd(&std::io::stdout())) {
-            Some(Direct::Pipe(fd)) => tokio::net::unix::pipe::Sender::from_owned_fd(fd)
-                .ok()
-                .map(|p| Box::new(p) as _),
-            Some(Direct::Socket(s)) => tokio::net::UnixStream::from_std(s)
-                .ok()
-                .map(|s| Box::new(s) as _),
-            None => None,
-        };
-    direct.unwrap_or_else(|| Box::new(tokio::io::stdout()))
-}
-
 /// Buffer between the framing tasks and rmcp.
 const PIPE: usize = 1 << 16;
 
