@@ -397,7 +397,7 @@ impl ConfigFile {
     }
 }
 
-/// Most prepared sandboxes per policy, and waiting at once (each is two processes).
+/// Most prepared sandboxes per policy, and waiting at once (each is three processes).
 const MAX_POOL: usize = 64;
 
 /// The `[recon]` table: targets parse, the numbers are sane, and a profile that offers recon

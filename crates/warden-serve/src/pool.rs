@@ -17,9 +17,9 @@
 //!   starting with the command;
 //! - at most `size` sandboxes wait per policy and `max_waiting` in all; one unused for
 //!   `idle_timeout_s` is destroyed, and a session's are destroyed when it ends, before its
-//!   workspace goes. Each waiting sandbox is two processes (its supervisor and its init, which
-//!   is already in the sandbox's cgroup under the policy's limits); `sandbox_metrics` reports
-//!   their number and memory.
+//!   workspace goes. Each waiting sandbox is three processes (its supervisor, and its init and
+//!   the command's process, already in the sandbox's cgroup under the policy's limits);
+//!   `sandbox_metrics` reports their number and memory.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
