@@ -124,32 +124,42 @@ impl AsyncWrite for Socket {
     }
 }
 
+/// `fd` as a reader or writer the runtime polls itself, if it is one it can poll: a pipe
+/// through `pipe` (given our own description of it), a socket through `socket`.
+fn direct<T: ?Sized>(
+    fd: BorrowedFd<'_>,
+    write: bool,
+    pipe: impl FnOnce(OwnedFd) -> Option<Box<T>>,
+    socket: impl FnOnce(Socket) -> Box<T>,
+) -> Option<Box<T>> {
+    match kind(fd)? {
+        SFlag::S_IFIFO => private_pipe(fd, write).and_then(pipe),
+        _ => Socket::of(fd).map(socket),
+    }
+}
+
 /// Standard input for the framing (see the module's documentation).
 pub(crate) fn input() -> Box<dyn AsyncRead + Unpin + Send> {
     let stdin = io::stdin();
-    let fd = stdin.as_fd();
-    let direct: Option<Box<dyn AsyncRead + Unpin + Send>> = match kind(fd) {
-        Some(SFlag::S_IFIFO) => private_pipe(fd, false)
-            .and_then(|p| tokio::net::unix::pipe::Receiver::from_owned_fd(p).ok())
-            .map(|p| Box::new(p) as _),
-        Some(_) => Socket::of(fd).map(|s| Box::new(s) as _),
-        None => None,
-    };
-    direct.unwrap_or_else(|| Box::new(tokio::io::stdin()))
+    direct::<dyn AsyncRead + Unpin + Send>(
+        stdin.as_fd(),
+        false,
+        |p| Some(Box::new(tokio::net::unix::pipe::Receiver::from_owned_fd(p).ok()?) as _),
+        |s| Box::new(s) as _,
+    )
+    .unwrap_or_else(|| Box::new(tokio::io::stdin()))
 }
 
 /// Standard output for the framing (see the module's documentation).
 pub(crate) fn output() -> Box<dyn AsyncWrite + Unpin + Send> {
     let stdout = io::stdout();
-    let fd = stdout.as_fd();
-    let direct: Option<Box<dyn AsyncWrite + Unpin + Send>> = match kind(fd) {
-        Some(SFlag::S_IFIFO) => private_pipe(fd, true)
-            .and_then(|p| tokio::net::unix::pipe::Sender::from_owned_fd(p).ok())
-            .map(|p| Box::new(p) as _),
-        Some(_) => Socket::of(fd).map(|s| Box::new(s) as _),
-        None => None,
-    };
-    direct.unwrap_or_else(|| Box::new(tokio::io::stdout()))
+    direct::<dyn AsyncWrite + Unpin + Send>(
+        stdout.as_fd(),
+        true,
+        |p| Some(Box::new(tokio::net::unix::pipe::Sender::from_owned_fd(p).ok()?) as _),
+        |s| Box::new(s) as _,
+    )
+    .unwrap_or_else(|| Box::new(tokio::io::stdout()))
 }
 
 #[cfg(test)]
