@@ -33,7 +33,7 @@ use crate::spawn::MAX_STDIN;
 
 /// Largest command line (with its environment) a waiting jail accepts, in bytes of JSON.
 const MAX_RELEASE: usize = 4 << 20;
-/// Bytes per `SOCK_SEQPACKET` message when the command line goes to the init.
+/// Bytes per `SOCK_SEQPACKET` message when the command line goes to the command process.
 const CHUNK: usize = 32 << 10;
 
 /// What a prepared jail is given to run.
