@@ -21,12 +21,17 @@ pub fn by_owner(entry: &std::fs::DirEntry, prefix: &str, min_age: Duration) -> b
     else {
         return false;
     };
-    let old_enough = min_age.is_zero()
-        || entry
-            .metadata()
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| t.elapsed().ok())
-            .is_some_and(|age| age > min_age);
-    old_enough && pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists()
+    (min_age.is_zero() || older_than(entry, min_age))
+        && pid != std::process::id()
+        && !Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Whether `entry` was last modified more than `age` ago (false when that cannot be read).
+pub fn older_than(entry: &std::fs::DirEntry, age: Duration) -> bool {
+    entry
+        .metadata()
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_some_and(|elapsed| elapsed > age)
 }

@@ -253,13 +253,7 @@ impl RunCgroup {
             if !digits(pid) || !digits(stamp) || pid == me {
                 continue;
             }
-            let old = e
-                .metadata()
-                .and_then(|m| m.modified())
-                .ok()
-                .and_then(|t| t.elapsed().ok())
-                .is_some_and(|age| age >= min_age);
-            if old {
+            if crate::abandoned::older_than(&e, min_age) {
                 let _ = fs::remove_dir(e.path());
             }
         }

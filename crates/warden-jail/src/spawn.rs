@@ -183,7 +183,6 @@ impl Jail {
             &extras,
         )
         .map_err(io_err)?;
-        drop(extras);
         drop((req_r, res_w));
         let link = match link {
             Some((ours, theirs)) => {

@@ -168,6 +168,7 @@ struct Running {
 }
 
 /// What finished runs keep for after their outcome has been sent.
+#[derive(Default)]
 struct Leftovers {
     /// Mount namespaces (their teardown waits for an RCU grace period).
     namespaces: Vec<OwnedFd>,
@@ -201,13 +202,7 @@ pub fn replies_first() {
 /// cgroups. Called by the helper once it has replied; a process that never calls it releases
 /// the namespaces when it exits (and removes its cgroups before the outcome).
 pub fn after_reply() {
-    let held = std::mem::replace(
-        &mut *after_reply_list(),
-        Leftovers {
-            namespaces: Vec::new(),
-            cgroups: Vec::new(),
-        },
-    );
+    let held = std::mem::take(&mut *after_reply_list());
     drop(held.namespaces);
     for cg in held.cgroups {
         cg.remove();
