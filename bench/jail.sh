@@ -2,7 +2,8 @@
 # Start-up cost of the sandbox, side by side in one run (hyperfine, interleaved rounds):
 # warden run, bubblewrap, unshare (the namespace floor) and bare /bin/true. Prints medians and
 # ratios, then the jail helper (the small warden-jail beside the whole warden re-executed):
-# spawn to first byte and the capture round trip (cargo bench).
+# spawn to first byte and the capture round trip (cargo bench). With perf installed, also where
+# the CPU goes, by role (bench/cpu_roles.py).
 # Needs root and a Linux kernel with user namespaces; installs hyperfine and bubblewrap from apt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,5 +44,18 @@ print(f"warden / bwrap    = {med['warden'] / med['bwrap']:.2f}x")
 print(f"warden / unshare  = {med['warden'] / med['unshare']:.2f}x  (unshare = namespace set-up only)")
 print(f"bwrap  / unshare  = {med['bwrap'] / med['unshare']:.2f}x")
 PY
+# Where the CPU goes, when perf is installed: by role (the program started, the sandbox's init,
+# the command, the kernel's own threads), then the started program alone beside its bare start.
+if command -v perf >/dev/null; then
+    echo
+    BWRAP="bwrap --unshare-all --die-with-parent --ro-bind / / --dev /dev --proc /proc /bin/true"
+    python3 bench/cpu_roles.py 50 "warden -- $W run -- /bin/true ; bwrap -- $BWRAP"
+    echo
+    echo "CPU ms of the started program alone (perf stat --no-inherit, 60 runs):"
+    for c in "$W run -- /bin/true" "$W --version" "$BWRAP" "bwrap --version"; do
+        ms=$(perf stat --no-inherit -x, -e task-clock -r 60 $c 2>&1 >/dev/null | awk -F, '/task-clock/ {print $1}')
+        printf '  %8.2f  %s\n' "$ms" "${c:0:60}"
+    done
+fi
 echo
 cargo bench -q -p warden --bench interactive 2>/dev/null
