@@ -117,18 +117,25 @@ pub fn resolve(root: &std::fs::File, raw: &str, follow_last: bool) -> Option<Str
 /// The common cases in one lookup, the kernel's own walk confined to the task's root and
 /// refusing every link: when `raw` leads to an existing file through no link at all, it is
 /// `raw` with `.` and `..` taken lexically, which is then where the kernel takes them. The same
-/// holds when the walk stops at a missing component (`ENOENT`): the walk is in order, so no link
-/// came before it, and the task's own walk stops there too (or, at the last component, creates
-/// that very name). Programs probe for files that are not there all the time (git, Python's
-/// imports), and this spares each probe a lookup per component. `None`: a link on the way (walk
-/// it component by component) or another error.
+/// holds when the walk stops at a missing component (`ENOENT`) of a path without `..`: the walk
+/// is in order, so no link came before it, and the task's own walk stops there too (or, at the
+/// last component, creates that very name). Programs probe for files that are not there all
+/// the time (git, Python's imports), and this spares each probe a lookup per component.
+///
+/// With a `..` the shortcut is not taken: what we read may name a folder the task's walk does
+/// find — a name that is not UTF-8 (read lossily), a working directory that was removed
+/// (`/tmp/d (deleted)`) — and the `..` then climbs back to a link of the program's. `None`: a
+/// link on the way, such a path, or another error (walk it component by component).
 fn without_links(root: BorrowedFd<'_>, raw: &str, follow_last: bool) -> Option<String> {
     let flags = libc::O_PATH | if follow_last { 0 } else { libc::O_NOFOLLOW };
     let resolve = libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
     let rel = raw.trim_start_matches('/');
     let rel = if rel.is_empty() { "." } else { rel };
     match crate::sys::openat2(Some(root), rel, flags, 0, resolve) {
-        Ok(_) | Err(nix::errno::Errno::ENOENT) => Some(super::notify::normalize(raw)),
+        Ok(_) => Some(super::notify::normalize(raw)),
+        Err(nix::errno::Errno::ENOENT) if !raw.split('/').any(|c| c == "..") => {
+            Some(super::notify::normalize(raw))
+        }
         Err(_) => None,
     }
 }
@@ -182,6 +189,7 @@ pub fn apply(root: &std::fs::File, kind: EventKind, data: &mut Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::ffi::OsStrExt;
 
     #[test]
     fn only_paths_that_can_meet_a_planted_link_are_walked() {
@@ -228,10 +236,20 @@ mod tests {
             Some(at("real/secret"))
         );
         // A missing file: beneath plain folders it is its name (one lookup); beneath a link,
-        // the link is still followed; a link after a missing folder is never reached.
+        // the link is still followed.
         assert_eq!(walk(&at("real/gone"), true), Some(at("real/gone")));
         assert_eq!(walk(&at("L/gone"), true), Some(at("real/sub/gone")));
-        assert_eq!(walk(&at("gone/../k"), true), Some(at("k")));
+        // A folder we cannot name as the task does (read lossily, or its removed working
+        // directory: `/tmp/d (deleted)`), then `..` to a planted link: the task's walk reaches
+        // the link's target, and so does ours.
+        let odd = std::ffi::OsStr::from_bytes(b"\xff");
+        std::fs::create_dir(d.join(odd)).unwrap();
+        let lossy = format!("{}/\u{FFFD}/../k", d.display());
+        assert_eq!(walk(&lossy, true), Some(at("real/secret")));
+        assert_eq!(
+            walk(&at("gone (deleted)/../k"), true),
+            Some(at("real/secret"))
+        );
         // A loop ends the walk; /proc is never walked.
         assert_eq!(walk(&at("loop"), true), None);
         assert_eq!(walk("/proc/self/root/etc/passwd", true), None);

@@ -454,3 +454,35 @@ pub fn a_link_of_the_programs_own_does_not_hide_what_it_opens() {
             .any(|e| e["data"]["path"] == "/tmp/t" && e["data"]["truncate"] == true)
     );
 }
+
+#[test]
+pub fn a_folder_the_tracer_cannot_name_does_not_hide_a_link_behind_it() {
+    // A `..` out of a folder whose name the tracer reads differently from the kernel — one
+    // that is not UTF-8, the program's own removed working directory (`/tmp/d (deleted)`) —
+    // back to a planted link: the decoy is still recorded as what was opened.
+    let py = r#"
+import os
+home = os.environ["HOME"]
+os.symlink(home + "/.npmrc", "/tmp/k1")
+os.symlink(home + "/.git-credentials", "/tmp/k2")
+os.mkdir(b"/tmp/\xff")
+open(b"/tmp/\xff/../k1", "rb").read()
+os.mkdir("/tmp/d")
+os.chdir("/tmp/d")
+os.rmdir("/tmp/d")
+open("../k2", "rb").read()
+"#;
+    let (r, ev) = observed(&[], &["python3", "-c", py]);
+    assert_eq!(r.status, 0, "{r:?}");
+    let opened = all(&ev, "file.open");
+    for (decoy, link) in [
+        ("/home/sandbox/.npmrc", "/tmp/k1"),
+        ("/home/sandbox/.git-credentials", "/tmp/k2"),
+    ] {
+        let e = opened
+            .iter()
+            .find(|e| e["data"]["path"] == decoy)
+            .unwrap_or_else(|| panic!("{decoy}: {opened:?}"));
+        assert_eq!(e["data"]["link_path"], link, "{e}");
+    }
+}
