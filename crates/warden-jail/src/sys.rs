@@ -217,12 +217,13 @@ pub fn tcp_state(sock: BorrowedFd<'_>) -> Option<u8> {
 /// `openat2(2)` relative to `dir` (or the working directory) with `resolve` flags.
 pub fn openat2(
     dir: Option<BorrowedFd<'_>>,
-    path: &str,
+    path: &(impl AsRef<[u8]> + ?Sized),
     flags: libc::c_int,
     mode: u32,
     resolve: u64,
 ) -> Result<OwnedFd, Errno> {
-    let c = to_cstring(path)?;
+    // A path as bytes: names that are not UTF-8 are opened as they are.
+    let c = CString::new(path.as_ref()).map_err(|_| Errno::EINVAL)?;
     /// `struct open_how` (libc's is non-exhaustive).
     #[repr(C)]
     struct OpenHow {

@@ -17,6 +17,8 @@ use std::os::fd::{AsFd, BorrowedFd};
 use serde_json::{Value, json};
 use warden_events::EventKind;
 
+use super::notify::PathArg;
+
 /// Links followed per path, at most (the kernel's own limit).
 pub const MAX_LINKS: usize = 40;
 /// Longest path walked.
@@ -52,32 +54,36 @@ pub fn open_root(pid: i32) -> Option<std::fs::File> {
 }
 
 /// `raw` resolved inside `root` (a task's root): links followed (the last component only with
-/// `follow_last`), `.` and `..` taken where the kernel takes them. `None` when it leads through
-/// `/proc`, past the limits, or cannot be read.
-pub fn resolve(root: &std::fs::File, raw: &str, follow_last: bool) -> Option<String> {
-    if raw.len() > MAX_PATH || !raw.starts_with('/') {
+/// `follow_last`), `.` and `..` taken where the kernel takes them. `raw` is the bytes the
+/// program gave (names need not be UTF-8); the result is recorded lossily. `None` when it leads
+/// through `/proc`, past the limits, or cannot be read.
+pub fn resolve(root: &std::fs::File, raw: &[u8], follow_last: bool) -> Option<String> {
+    use std::os::unix::ffi::OsStrExt;
+    if raw.len() > MAX_PATH || !raw.starts_with(b"/") {
         return None;
     }
     if let Some(plain) = without_links(root.as_fd(), raw, follow_last) {
         return Some(plain);
     }
-    let mut todo: std::collections::VecDeque<String> = raw
-        .split('/')
-        .filter(|c| !c.is_empty())
-        .map(str::to_owned)
-        .collect();
-    let mut done: Vec<String> = Vec::new();
+    let components = |p: &[u8]| -> std::collections::VecDeque<Vec<u8>> {
+        p.split(|b| *b == b'/')
+            .filter(|c| !c.is_empty())
+            .map(<[u8]>::to_vec)
+            .collect()
+    };
+    let mut todo = components(raw);
+    let mut done: Vec<Vec<u8>> = Vec::new();
     let mut links = 0;
     while let Some(c) = todo.pop_front() {
-        match c.as_str() {
-            "." => continue,
-            ".." => {
+        match c.as_slice() {
+            b"." => continue,
+            b".." => {
                 done.pop();
                 continue;
             }
             _ => {}
         }
-        if done.is_empty() && c == "proc" {
+        if done.is_empty() && c == b"proc" {
             return None;
         }
         if todo.is_empty() && !follow_last {
@@ -89,29 +95,25 @@ pub fn resolve(root: &std::fs::File, raw: &str, follow_last: bool) -> Option<Str
             .chain([&c])
             .cloned()
             .collect::<Vec<_>>()
-            .join("/");
-        match nix::fcntl::readlinkat(root.as_fd(), here.as_str()) {
+            .join(&b'/');
+        match nix::fcntl::readlinkat(root.as_fd(), std::ffi::OsStr::from_bytes(&here)) {
             Ok(target) => {
                 links += 1;
-                let target = target.to_string_lossy().into_owned();
+                let target = target.as_bytes();
                 if links > MAX_LINKS || target.len() > MAX_PATH {
                     return None;
                 }
-                if target.starts_with('/') {
+                if target.starts_with(b"/") {
                     done.clear();
                 }
-                let mut next: std::collections::VecDeque<String> = target
-                    .split('/')
-                    .filter(|c| !c.is_empty())
-                    .map(str::to_owned)
-                    .collect();
+                let mut next = components(target);
                 next.extend(todo);
                 todo = next;
             }
             Err(_) => done.push(c),
         }
     }
-    Some(format!("/{}", done.join("/")))
+    Some(format!("/{}", String::from_utf8_lossy(&done.join(&b'/'))))
 }
 
 /// The common cases in one lookup, the kernel's own walk confined to the task's root and
@@ -126,23 +128,29 @@ pub fn resolve(root: &std::fs::File, raw: &str, follow_last: bool) -> Option<Str
 /// find — a name that is not UTF-8 (read lossily), a working directory that was removed
 /// (`/tmp/d (deleted)`) — and the `..` then climbs back to a link of the program's. `None`: a
 /// link on the way, such a path, or another error (walk it component by component).
-fn without_links(root: BorrowedFd<'_>, raw: &str, follow_last: bool) -> Option<String> {
+fn without_links(root: BorrowedFd<'_>, raw: &[u8], follow_last: bool) -> Option<String> {
     let flags = libc::O_PATH | if follow_last { 0 } else { libc::O_NOFOLLOW };
     let resolve = libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
-    let rel = raw.trim_start_matches('/');
-    let rel = if rel.is_empty() { "." } else { rel };
+    let start = raw.iter().position(|b| *b != b'/').unwrap_or(raw.len());
+    let rel = if start == raw.len() {
+        b"."
+    } else {
+        &raw[start..]
+    };
+    let lexical = || super::notify::normalize(&String::from_utf8_lossy(raw));
     match crate::sys::openat2(Some(root), rel, flags, 0, resolve) {
-        Ok(_) => Some(super::notify::normalize(raw)),
-        Err(nix::errno::Errno::ENOENT) if !raw.split('/').any(|c| c == "..") => {
-            Some(super::notify::normalize(raw))
+        Ok(_) => Some(lexical()),
+        Err(nix::errno::Errno::ENOENT) if !raw.split(|b| *b == b'/').any(|c| c == b"..") => {
+            Some(lexical())
         }
         Err(_) => None,
     }
 }
 
 /// Follow the links of a file event's paths (see the module's doc): `path` becomes the file
-/// reached and `link_path` the name used, when they differ.
-pub fn apply(root: &std::fs::File, kind: EventKind, data: &mut Value) {
+/// reached and `link_path` the name used, when they differ. `written` holds the syscall's path
+/// arguments as the program gave them (see [`PathArg`]), matched to the event's keys in order.
+pub fn apply(root: &std::fs::File, kind: EventKind, data: &mut Value, written: &[PathArg]) {
     let keys: &[(&str, bool)] = match kind {
         // An open follows its last link unless told not to; so does chmod. mkdir, unlink and
         // rename act on the name itself.
@@ -158,16 +166,25 @@ pub fn apply(root: &std::fs::File, kind: EventKind, data: &mut Value) {
         EventKind::FileRename => &[("from", false), ("to", false)],
         _ => return,
     };
+    let mut used = vec![false; written.len()];
     for &(key, follow_last) in keys {
-        // The form the program wrote (before `..` was taken lexically) when there is one.
-        let raw = match (key, data["raw_path"].as_str()) {
-            ("path", Some(r)) => r.to_owned(),
-            _ => match data[key].as_str() {
-                Some(p) => p.to_owned(),
-                None => continue,
-            },
+        let Some(recorded) = data[key].as_str() else {
+            continue;
         };
-        if !may_meet_a_link(&raw) {
+        // The form the program wrote (before `..` was taken lexically, its very bytes): the
+        // first argument not yet taken that is recorded as this key's value.
+        let arg = written
+            .iter()
+            .enumerate()
+            .find(|(i, a)| !used[*i] && a.recorded == recorded);
+        let raw: Vec<u8> = match arg {
+            Some((i, a)) => {
+                used[i] = true;
+                a.raw().to_vec()
+            }
+            None => recorded.as_bytes().to_vec(),
+        };
+        if !may_meet_a_link(&String::from_utf8_lossy(&raw)) {
             continue;
         }
         let Some(real) = resolve(root, &raw, follow_last) else {
@@ -225,7 +242,7 @@ mod tests {
         std::os::unix::fs::symlink("loop", d.join("loop")).unwrap();
         let root = open_root(i32::try_from(std::process::id()).unwrap()).unwrap();
         let at = |p: &str| format!("{}/{p}", d.display());
-        let walk = |p: &str, follow: bool| resolve(&root, p, follow);
+        let walk = |p: &str, follow: bool| resolve(&root, p.as_bytes(), follow);
         // An absolute link, a relative `..` after a link (the link's target's parent).
         assert_eq!(walk(&at("k"), true), Some(at("real/secret")));
         assert_eq!(walk(&at("L/../secret"), true), Some(at("real/secret")));
@@ -246,6 +263,15 @@ mod tests {
         std::fs::create_dir(d.join(odd)).unwrap();
         let lossy = format!("{}/\u{FFFD}/../k", d.display());
         assert_eq!(walk(&lossy, true), Some(at("real/secret")));
+        // A link inside such a folder, named by the bytes the program gave.
+        std::os::unix::fs::symlink(d.join("real/secret"), d.join(odd).join("k")).unwrap();
+        let mut named = d.as_os_str().as_bytes().to_vec();
+        named.extend_from_slice(b"/\xff/k");
+        assert_eq!(resolve(&root, &named, true), Some(at("real/secret")));
+        assert_eq!(
+            resolve(&root, &named, false),
+            Some(format!("{}/\u{FFFD}/k", d.display()))
+        );
         assert_eq!(
             walk(&at("gone (deleted)/../k"), true),
             Some(at("real/secret"))
@@ -256,7 +282,7 @@ mod tests {
         let mut data = json!({ "path": at("k"), "access": "read", "op": "open" });
         // (The walk only starts in the jail's writable folders; a temporary folder is one.)
         if may_meet_a_link(&at("k")) {
-            apply(&root, EventKind::FileOpen, &mut data);
+            apply(&root, EventKind::FileOpen, &mut data, &[]);
             assert_eq!(data["path"], json!(at("real/secret")));
             assert_eq!(data["link_path"], json!(at("k")));
         }

@@ -117,6 +117,11 @@ fn read_mem(pid: i32, addr: u64, len: usize) -> Option<Vec<u8>> {
 }
 
 fn read_cstr(pid: i32, addr: u64) -> Option<String> {
+    read_cstr_bytes(pid, addr).map(|b| String::from_utf8_lossy(&b).into_owned())
+}
+
+/// The C string at `addr`, as its bytes (at most [`MAX_STRING`]).
+fn read_cstr_bytes(pid: i32, addr: u64) -> Option<Vec<u8>> {
     if addr == 0 {
         return None;
     }
@@ -128,7 +133,8 @@ fn read_cstr(pid: i32, addr: u64) -> Option<String> {
         bytes = read_mem(pid, addr, MAX_STRING)?;
     }
     let end = bytes.iter().position(|b| *b == 0).unwrap_or(bytes.len());
-    Some(String::from_utf8_lossy(&bytes[..end]).into_owned())
+    bytes.truncate(end);
+    Some(bytes)
 }
 
 /// Bytes of argv kept per exec event, at most (the rest is cut and the event says so).
@@ -300,9 +306,10 @@ fn parent_in_jail(tgid: i32) -> Option<i32> {
 
 /// A path argument, resolved against the task's working directory or `dirfd` when relative.
 fn path_arg(pid: i32, dirfd: Option<u64>, addr: u64) -> Option<String> {
-    let p = read_cstr(pid, addr)?;
-    if p.starts_with('/') {
-        return Some(normalize_keep(&p));
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    let p = read_cstr_bytes(pid, addr)?;
+    if p.starts_with(b"/") {
+        return Some(keep(p));
     }
     // `int` arguments: the kernel reads the low 32 bits, and so do we.
     let base = match dirfd.map(low_i32) {
@@ -310,25 +317,53 @@ fn path_arg(pid: i32, dirfd: Option<u64>, addr: u64) -> Option<String> {
         Some(fd) => std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).ok(),
     };
     Some(match base {
-        Some(b) => normalize_keep(&b.join(&p).to_string_lossy()),
-        None => p,
+        Some(b) => keep(
+            b.join(std::ffi::OsStr::from_bytes(&p))
+                .into_os_string()
+                .into_vec(),
+        ),
+        None => String::from_utf8_lossy(&p).into_owned(),
     })
 }
 
-thread_local! {
-    /// The path as the program wrote it, when resolving `.`/`..` changed it (for the event's
-    /// `raw_path`).
-    static RAW: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+/// One path argument of the syscall being decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PathArg {
+    /// As recorded: `.` and `..` taken lexically (see [`normalize`]).
+    pub recorded: String,
+    /// As the program wrote it, made absolute (the event's `raw_path` when it differs).
+    pub written: String,
+    /// The bytes it wrote, when they are not UTF-8 (both strings above are then lossy): links
+    /// are followed through the folders it really named.
+    pub bytes: Option<Vec<u8>>,
 }
 
-/// `path` with `.` and `..` resolved lexically, so `/tmp/../home/x` is recorded (and judged
-/// by the rules) as `/home/x`; the form the program wrote is kept aside for `raw_path`.
-fn normalize_keep(path: &str) -> String {
-    let n = normalize(path);
-    if n != path {
-        RAW.with(|r| *r.borrow_mut() = Some(path.to_owned()));
+impl PathArg {
+    /// The path to walk: the bytes the program gave.
+    pub fn raw(&self) -> &[u8] {
+        self.bytes.as_deref().unwrap_or(self.written.as_bytes())
     }
-    n
+}
+
+thread_local! {
+    /// The path arguments of the syscall being decoded, in the order they were read.
+    static PATHS: std::cell::RefCell<Vec<PathArg>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Keep `abs` (an absolute path the program gave) aside and return it as recorded: `.` and `..`
+/// resolved lexically, so `/tmp/../home/x` is recorded (and judged by the rules) as `/home/x`.
+fn keep(abs: Vec<u8>) -> String {
+    let written = String::from_utf8_lossy(&abs).into_owned();
+    let recorded = normalize(&written);
+    let bytes = std::str::from_utf8(&abs).is_err().then_some(abs);
+    PATHS.with(|p| {
+        p.borrow_mut().push(PathArg {
+            recorded: recorded.clone(),
+            written,
+            bytes,
+        });
+    });
+    recorded
 }
 
 /// The socket address as a Rust value, for the capture network.
@@ -625,14 +660,18 @@ impl Tracer {
         if n.nr == libc::SYS_exit {
             self.tasks.remove(&pid);
         }
-        RAW.with(|r| *r.borrow_mut() = None);
+        PATHS.with(|p| p.borrow_mut().clear());
         let mut decoded = decode(n.nr, pid, &n.args);
-        if let (Some(raw), Some((_, d))) = (RAW.with(|r| r.borrow_mut().take()), decoded.as_mut()) {
-            d["raw_path"] = json!(raw);
+        let paths = PATHS.with(|p| std::mem::take(&mut *p.borrow_mut()));
+        if let (Some(raw), Some((_, d))) = (
+            paths.iter().rev().find(|p| p.written != p.recorded),
+            decoded.as_mut(),
+        ) {
+            d["raw_path"] = json!(raw.written);
         }
         // A file reached through links is recorded as itself (the name used as `link_path`).
         if let (Some((kind, d)), Some(root)) = (decoded.as_mut(), root.as_ref()) {
-            super::links::apply(root, *kind, d);
+            super::links::apply(root, *kind, d, &paths);
         }
         // Who started the program: the process tree, as pids inside the jail.
         if let Some((EventKind::ProcessSpawn, d)) = decoded.as_mut()

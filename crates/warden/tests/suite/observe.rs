@@ -459,7 +459,8 @@ pub fn a_link_of_the_programs_own_does_not_hide_what_it_opens() {
 pub fn a_folder_the_tracer_cannot_name_does_not_hide_a_link_behind_it() {
     // A `..` out of a folder whose name the tracer reads differently from the kernel — one
     // that is not UTF-8, the program's own removed working directory (`/tmp/d (deleted)`) —
-    // back to a planted link: the decoy is still recorded as what was opened.
+    // back to a planted link, and a link inside the folder that is not UTF-8: the decoy is
+    // still recorded as what was opened.
     let py = r#"
 import os
 home = os.environ["HOME"]
@@ -467,6 +468,8 @@ os.symlink(home + "/.npmrc", "/tmp/k1")
 os.symlink(home + "/.git-credentials", "/tmp/k2")
 os.mkdir(b"/tmp/\xff")
 open(b"/tmp/\xff/../k1", "rb").read()
+os.symlink((home + "/.docker/config.json").encode(), b"/tmp/\xff/k3")
+open(b"/tmp/\xff/k3", "rb").read()
 os.mkdir("/tmp/d")
 os.chdir("/tmp/d")
 os.rmdir("/tmp/d")
@@ -478,6 +481,7 @@ open("../k2", "rb").read()
     for (decoy, link) in [
         ("/home/sandbox/.npmrc", "/tmp/k1"),
         ("/home/sandbox/.git-credentials", "/tmp/k2"),
+        ("/home/sandbox/.docker/config.json", "/tmp/\u{FFFD}/k3"),
     ] {
         let e = opened
             .iter()
