@@ -55,9 +55,9 @@ pub fn open_root(pid: i32) -> Option<std::fs::File> {
 
 /// `raw` resolved inside `root` (a task's root): links followed (the last component only with
 /// `follow_last`), `.` and `..` taken where the kernel takes them. `raw` is the bytes the
-/// program gave (names need not be UTF-8); the result is recorded lossily. `None` when it leads
-/// through `/proc`, past the limits, or cannot be read.
-pub fn resolve(root: &std::fs::File, raw: &[u8], follow_last: bool) -> Option<String> {
+/// program gave (names need not be UTF-8), and so is the result. `None` when it leads through
+/// `/proc`, past the limits, or cannot be read.
+pub fn resolve(root: &std::fs::File, raw: &[u8], follow_last: bool) -> Option<Vec<u8>> {
     use std::os::unix::ffi::OsStrExt;
     if raw.len() > MAX_PATH || !raw.starts_with(b"/") {
         return None;
@@ -113,7 +113,9 @@ pub fn resolve(root: &std::fs::File, raw: &[u8], follow_last: bool) -> Option<St
             Err(_) => done.push(c),
         }
     }
-    Some(format!("/{}", String::from_utf8_lossy(&done.join(&b'/'))))
+    let mut out = b"/".to_vec();
+    out.extend_from_slice(&done.join(&b'/'));
+    Some(out)
 }
 
 /// The common cases in one lookup, the kernel's own walk confined to the task's root and
@@ -128,7 +130,7 @@ pub fn resolve(root: &std::fs::File, raw: &[u8], follow_last: bool) -> Option<St
 /// find — a name that is not UTF-8 (read lossily), a working directory that was removed
 /// (`/tmp/d (deleted)`) — and the `..` then climbs back to a link of the program's. `None`: a
 /// link on the way, such a path, or another error (walk it component by component).
-fn without_links(root: BorrowedFd<'_>, raw: &[u8], follow_last: bool) -> Option<String> {
+fn without_links(root: BorrowedFd<'_>, raw: &[u8], follow_last: bool) -> Option<Vec<u8>> {
     let flags = libc::O_PATH | if follow_last { 0 } else { libc::O_NOFOLLOW };
     let resolve = libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
     let start = raw.iter().position(|b| *b != b'/').unwrap_or(raw.len());
@@ -137,7 +139,7 @@ fn without_links(root: BorrowedFd<'_>, raw: &[u8], follow_last: bool) -> Option<
     } else {
         &raw[start..]
     };
-    let lexical = || super::notify::normalize(&String::from_utf8_lossy(raw));
+    let lexical = || normalize(raw);
     match crate::sys::openat2(Some(root), rel, flags, 0, resolve) {
         Ok(_) => Some(lexical()),
         Err(nix::errno::Errno::ENOENT) if !raw.split(|b| *b == b'/').any(|c| c == b"..") => {
@@ -147,11 +149,40 @@ fn without_links(root: BorrowedFd<'_>, raw: &[u8], follow_last: bool) -> Option<
     }
 }
 
+/// `path` with `.`, `..` and repeated slashes taken lexically, as bytes.
+pub fn normalize(path: &[u8]) -> Vec<u8> {
+    let mut parts: Vec<&[u8]> = Vec::new();
+    for c in path.split(|b| *b == b'/') {
+        match c {
+            b"" | b"." => {}
+            b".." => {
+                parts.pop();
+            }
+            c => parts.push(c),
+        }
+    }
+    let mut out = b"/".to_vec();
+    out.extend_from_slice(&parts.join(&b'/'));
+    out
+}
+
+/// The exact names (bytes) of a file event's paths once links are followed, by key (`path`,
+/// `from`, `to`): what the event records, lossily, and what the tracer reads back later (the
+/// canary scan of written files).
+pub type Exact = Vec<(&'static str, Vec<u8>)>;
+
 /// Follow the links of a file event's paths (see the module's doc): `path` becomes the file
 /// reached and `link_path` the name used, when they differ. `written` holds the syscall's path
 /// arguments as the program gave them (see [`PathArg`]), matched to the event's keys in order.
-pub fn apply(root: &std::fs::File, kind: EventKind, data: &mut Value, written: &[PathArg]) {
-    let keys: &[(&str, bool)] = match kind {
+/// Returns each path's exact name; `root` is `None` when the task's root could not be opened
+/// (no link is followed then).
+pub fn apply(
+    root: Option<&std::fs::File>,
+    kind: EventKind,
+    data: &mut Value,
+    written: &[PathArg],
+) -> Exact {
+    let keys: &[(&'static str, bool)] = match kind {
         // An open follows its last link unless told not to; so does chmod. mkdir, unlink and
         // rename act on the name itself.
         EventKind::FileOpen | EventKind::FileWrite => {
@@ -164,8 +195,9 @@ pub fn apply(root: &std::fs::File, kind: EventKind, data: &mut Value, written: &
         }
         EventKind::FileDelete => &[("path", false)],
         EventKind::FileRename => &[("from", false), ("to", false)],
-        _ => return,
+        _ => return Vec::new(),
     };
+    let mut exact = Vec::new();
     let mut used = vec![false; written.len()];
     for &(key, follow_last) in keys {
         let Some(recorded) = data[key].as_str() else {
@@ -184,15 +216,14 @@ pub fn apply(root: &std::fs::File, kind: EventKind, data: &mut Value, written: &
             }
             None => recorded.as_bytes().to_vec(),
         };
-        if !may_meet_a_link(&String::from_utf8_lossy(&raw)) {
-            continue;
-        }
-        let Some(real) = resolve(root, &raw, follow_last) else {
-            continue;
-        };
-        if data[key].as_str() != Some(real.as_str()) {
+        let real = root
+            .filter(|_| may_meet_a_link(&String::from_utf8_lossy(&raw)))
+            .and_then(|root| resolve(root, &raw, follow_last))
+            .unwrap_or_else(|| normalize(&raw));
+        let shown = String::from_utf8_lossy(&real).into_owned();
+        if recorded != shown {
             let named = data[key].take();
-            data[key] = json!(real);
+            data[key] = json!(shown);
             let link_key = if key == "path" {
                 "link_path".to_owned()
             } else {
@@ -200,7 +231,9 @@ pub fn apply(root: &std::fs::File, kind: EventKind, data: &mut Value, written: &
             };
             data[link_key] = named;
         }
+        exact.push((key, real));
     }
+    exact
 }
 
 #[cfg(test)]
@@ -242,7 +275,9 @@ mod tests {
         std::os::unix::fs::symlink("loop", d.join("loop")).unwrap();
         let root = open_root(i32::try_from(std::process::id()).unwrap()).unwrap();
         let at = |p: &str| format!("{}/{p}", d.display());
-        let walk = |p: &str, follow: bool| resolve(&root, p.as_bytes(), follow);
+        let walk = |p: &str, follow: bool| {
+            resolve(&root, p.as_bytes(), follow).map(|r| String::from_utf8_lossy(&r).into_owned())
+        };
         // An absolute link, a relative `..` after a link (the link's target's parent).
         assert_eq!(walk(&at("k"), true), Some(at("real/secret")));
         assert_eq!(walk(&at("L/../secret"), true), Some(at("real/secret")));
@@ -267,11 +302,11 @@ mod tests {
         std::os::unix::fs::symlink(d.join("real/secret"), d.join(odd).join("k")).unwrap();
         let mut named = d.as_os_str().as_bytes().to_vec();
         named.extend_from_slice(b"/\xff/k");
-        assert_eq!(resolve(&root, &named, true), Some(at("real/secret")));
         assert_eq!(
-            resolve(&root, &named, false),
-            Some(format!("{}/\u{FFFD}/k", d.display()))
+            resolve(&root, &named, true),
+            Some(at("real/secret").into_bytes())
         );
+        assert_eq!(resolve(&root, &named, false), Some(named.clone()));
         assert_eq!(
             walk(&at("gone (deleted)/../k"), true),
             Some(at("real/secret"))
@@ -282,7 +317,7 @@ mod tests {
         let mut data = json!({ "path": at("k"), "access": "read", "op": "open" });
         // (The walk only starts in the jail's writable folders; a temporary folder is one.)
         if may_meet_a_link(&at("k")) {
-            apply(&root, EventKind::FileOpen, &mut data, &[]);
+            apply(Some(&root), EventKind::FileOpen, &mut data, &[]);
             assert_eq!(data["path"], json!(at("real/secret")));
             assert_eq!(data["link_path"], json!(at("k")));
         }

@@ -56,7 +56,8 @@ pub struct Tracer {
     observed: Vec<i64>,
     /// Files each process (supervisor tgid) opened for writing, scanned for canaries when it
     /// exits.
-    written: HashMap<i32, Vec<String>>,
+    /// Their exact names (bytes: a name need not be UTF-8).
+    written: HashMap<i32, Vec<Vec<u8>>>,
     /// Addresses sockets were bound to, per (tgid, fd), for `listen`.
     bound: HashMap<(i32, i32), Value>,
     /// Paths in `written`, over all processes.
@@ -670,9 +671,10 @@ impl Tracer {
             d["raw_path"] = json!(raw.written);
         }
         // A file reached through links is recorded as itself (the name used as `link_path`).
-        if let (Some((kind, d)), Some(root)) = (decoded.as_mut(), root.as_ref()) {
-            super::links::apply(root, *kind, d, &paths);
-        }
+        let exact = match decoded.as_mut() {
+            Some((kind, d)) => super::links::apply(root.as_deref(), *kind, d, &paths),
+            None => Vec::new(),
+        };
         // Who started the program: the process tree, as pids inside the jail.
         if let Some((EventKind::ProcessSpawn, d)) = decoded.as_mut()
             && let Some(parent) = parent_in_jail(tgid)
@@ -713,7 +715,7 @@ impl Tracer {
         if !matches!(reply, Reply::Parked | Reply::Held) {
             // Recorded while the task is still stopped: whatever it does next (and whatever the
             // caller does once it sees that) comes after this event, in its window.
-            self.record(kind, data, process, tgid, &n);
+            self.record(kind, data, process, tgid, &n, &exact);
         }
         let _ = match reply {
             Reply::Continue => sys::notif_continue(self.listener.as_fd(), n.id),
@@ -781,6 +783,7 @@ impl Tracer {
         reply
     }
 
+    /// `exact`: the event's paths as bytes (see [`super::links::Exact`]).
     fn record(
         &mut self,
         kind: EventKind,
@@ -788,7 +791,9 @@ impl Tracer {
         inner: Option<i32>,
         tgid: i32,
         n: &sys::Notification,
+        exact: &super::links::Exact,
     ) {
+        let exact_of = |key: &str| exact.iter().find(|(k, _)| *k == key).map(|(_, p)| p);
         if kind == EventKind::NetConnect {
             let fd = low_i32(n.args[0]);
             match data["op"].as_str() {
@@ -817,22 +822,22 @@ impl Tracer {
         }
         if kind == EventKind::FileWrite
             && data["op"] == "open"
-            && let Some(path) = data["path"].as_str()
+            && let Some(path) = exact_of("path")
             && self.written_total < MAX_WRITTEN_TOTAL
         {
             let list = self.written.entry(tgid).or_default();
-            if list.len() < MAX_WRITTEN && !list.iter().any(|p| p == path) {
-                list.push(path.to_owned());
+            if list.len() < MAX_WRITTEN && !list.contains(path) {
+                list.push(path.clone());
                 self.written_total += 1;
             }
         }
         // A written file renamed before its writer exits is scanned under its new name.
         if kind == EventKind::FileRename
-            && let (Some(from), Some(to)) = (data["from"].as_str(), data["to"].as_str())
+            && let (Some(from), Some(to)) = (exact_of("from"), exact_of("to"))
         {
             for list in self.written.values_mut() {
                 for p in list.iter_mut().filter(|p| *p == from) {
-                    *p = to.to_owned();
+                    p.clone_from(to);
                 }
             }
         }
@@ -872,17 +877,7 @@ impl Tracer {
 
 /// `path` with `.`, `..` and repeated slashes resolved lexically.
 pub(super) fn normalize(path: &str) -> String {
-    let mut parts: Vec<&str> = Vec::new();
-    for c in path.split('/') {
-        match c {
-            "" | "." => {}
-            ".." => {
-                parts.pop();
-            }
-            c => parts.push(c),
-        }
-    }
-    format!("/{}", parts.join("/"))
+    String::from_utf8_lossy(&super::links::normalize(path.as_bytes())).into_owned()
 }
 
 /// Whether an event is Warden's own doing: the loader opening the interposer, Python reading
@@ -919,19 +914,19 @@ impl Tracer {
     /// Scan `paths` (as seen from `root`) for canaries, within the run's scan budget.
     /// Scan the written file `rel` beneath `base` (the jail's root or one of its mounts held
     /// open), reported as `path`, within the scan budget.
-    fn scan_one(&mut self, base: &std::fs::File, rel: &str, path: &str, pid: Option<i32>) {
+    fn scan_one(&mut self, base: &std::fs::File, rel: &[u8], path: &[u8], pid: Option<i32>) {
         let left = MAX_SCAN_TOTAL.saturating_sub(self.scanned);
         if left == 0 {
             return;
         }
         if let Some(bytes) = read_in_root(base, rel, left.min(MAX_SCAN)) {
             self.scanned += bytes.len() as u64;
-            let ctx = json!({ "where": "file", "path": path });
+            let ctx = json!({ "where": "file", "path": String::from_utf8_lossy(path) });
             self.hub.scan(&bytes, pid, &ctx);
         }
     }
 
-    fn scan_files(&mut self, root: &std::fs::File, paths: &[String], pid: Option<i32>) {
+    fn scan_files(&mut self, root: &std::fs::File, paths: &[Vec<u8>], pid: Option<i32>) {
         for path in paths {
             self.scan_one(root, path, path, pid);
         }
@@ -943,7 +938,7 @@ impl Tracer {
         let Some(root) = self.root.take() else {
             return;
         };
-        let left: Vec<String> = std::mem::take(&mut self.written)
+        let left: Vec<Vec<u8>> = std::mem::take(&mut self.written)
             .into_values()
             .flatten()
             .collect();
@@ -953,8 +948,8 @@ impl Tracer {
             let held = mounts
                 .iter()
                 .filter(|(m, _)| {
-                    path.strip_prefix(m.as_str())
-                        .is_some_and(|r| r.starts_with('/'))
+                    path.strip_prefix(m.as_bytes())
+                        .is_some_and(|r| r.starts_with(b"/"))
                 })
                 .max_by_key(|(m, _)| m.len());
             match held {
@@ -968,11 +963,12 @@ impl Tracer {
 /// Read a file the process wrote, as the process sees it (its root, no escaping it through
 /// symlinks), if it is a regular file on an ordinary file system (never procfs, sysfs or a
 /// device: reading those can have side effects); at most `cap` bytes.
-fn read_in_root(root: &std::fs::File, path: &str, cap: u64) -> Option<Vec<u8>> {
+fn read_in_root(root: &std::fs::File, path: &[u8], cap: u64) -> Option<Vec<u8>> {
     use std::io::Read;
     let flags = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
     let resolve = libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS;
-    let rel = path.trim_start_matches('/');
+    let start = path.iter().position(|b| *b != b'/').unwrap_or(path.len());
+    let rel = &path[start..];
     // O_PATH first: nothing is opened for reading until the type is known.
     let probe = sys::openat2(
         Some(root.as_fd()),

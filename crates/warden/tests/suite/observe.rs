@@ -188,6 +188,32 @@ pub fn environment_reads_are_observed_in_python_node_and_c() {
 }
 
 #[test]
+pub fn a_written_file_whose_name_is_not_utf8_is_still_scanned() {
+    // Loot staged under names the tracer records lossily, one of them renamed after writing.
+    let py = r#"
+import os
+loot = open(os.environ["HOME"] + "/.npmrc", "rb").read()
+open(b"/tmp/\xfe-loot", "wb").write(loot)
+open(b"/tmp/\xfd-a", "wb").write(open(os.environ["HOME"] + "/.git-credentials", "rb").read())
+os.rename(b"/tmp/\xfd-a", b"/tmp/\xfd-b")
+"#;
+    let (r, ev) = observed(&[], &["python3", "-c", py]);
+    assert_eq!(r.status, 0, "{r:?}");
+    let seen = all(&ev, "canary.seen");
+    for (path, planted) in [
+        ("/tmp/\u{FFFD}-loot", "file:~/.npmrc"),
+        ("/tmp/\u{FFFD}-b", "file:~/.git-credentials"),
+    ] {
+        assert!(
+            seen.iter().any(|e| e["data"]["where"] == "file"
+                && e["data"]["path"] == path
+                && e["data"]["planted"] == planted),
+            "{path}: {seen:?}"
+        );
+    }
+}
+
+#[test]
 pub fn canaries_in_written_files_and_output_are_caught_and_clean_ones_are_not() {
     let (r, ev) = exfil("leak");
     assert_eq!(r.status, 0, "{r:?}");
