@@ -187,6 +187,13 @@ pub fn environment_reads_are_observed_in_python_node_and_c() {
     assert!(all(&ev, "env.read").is_empty(), "{ev:?}");
 }
 
+/// The events of `kind` of a Python program run traced with decoys (which must succeed).
+fn python_events(py: &str, kind: &str) -> Vec<Value> {
+    let (r, ev) = observed(&[], &["python3", "-c", py]);
+    assert_eq!(r.status, 0, "{r:?}");
+    all(&ev, kind).into_iter().cloned().collect()
+}
+
 #[test]
 pub fn a_written_file_whose_name_is_not_utf8_is_still_scanned() {
     // Loot staged under names the tracer records lossily, one of them renamed after writing.
@@ -197,9 +204,7 @@ open(b"/tmp/\xfe-loot", "wb").write(loot)
 open(b"/tmp/\xfd-a", "wb").write(open(os.environ["HOME"] + "/.git-credentials", "rb").read())
 os.rename(b"/tmp/\xfd-a", b"/tmp/\xfd-b")
 "#;
-    let (r, ev) = observed(&[], &["python3", "-c", py]);
-    assert_eq!(r.status, 0, "{r:?}");
-    let seen = all(&ev, "canary.seen");
+    let seen = python_events(py, "canary.seen");
     for (path, planted) in [
         ("/tmp/\u{FFFD}-loot", "file:~/.npmrc"),
         ("/tmp/\u{FFFD}-b", "file:~/.git-credentials"),
@@ -501,9 +506,7 @@ os.chdir("/tmp/d")
 os.rmdir("/tmp/d")
 open("../k2", "rb").read()
 "#;
-    let (r, ev) = observed(&[], &["python3", "-c", py]);
-    assert_eq!(r.status, 0, "{r:?}");
-    let opened = all(&ev, "file.open");
+    let opened = python_events(py, "file.open");
     for (decoy, link) in [
         ("/home/sandbox/.npmrc", "/tmp/k1"),
         ("/home/sandbox/.git-credentials", "/tmp/k2"),
