@@ -5,12 +5,16 @@
 //! the stopped task's own root (`/proc/PID/root`, absolute targets taken from the jail's root),
 //! and records the file reached as `path`, the name used as `link_path`.
 //!
-//! Guarantees: at most [`MAX_LINKS`] links and [`MAX_PATH`] bytes, never through the jail's
-//! `/proc` (whose `self` would be the tracer's); only paths that can meet a link the program
-//! made are walked (under the folders it may write, or climbing with `..`), so the system's
-//! own files cost nothing more. What it cannot promise: the walk happens while the task is
-//! stopped, before the kernel's own; a program that swaps a link between the two (a race it
-//! would have to win) can still be recorded under the name it used.
+//! Guarantees: paths are walked as the bytes the program gave (a name need not be UTF-8; events
+//! show it lossily); the start of a relative path is the kernel's own name of its folder, never
+//! looked up again; at most [`MAX_LINKS`] links and [`MAX_STEPS`] components, a walk that gives
+//! up says so in the event (`path_unresolved`); never through the jail's `/proc` (whose `self`
+//! would be the tracer's); only paths that can meet a link the program made are walked (under
+//! the folders it may write, or climbing with `..`), so the system's own files cost nothing
+//! more. What it cannot promise: the walk happens while the task is stopped, before the
+//! kernel's own; a program that swaps a link between the two (a race it would have to win) can
+//! still be recorded under the name it used. A relative path whose folder the tracer cannot
+//! name (deeper than the kernel will print) is recorded as written and not walked.
 
 use std::os::fd::{AsFd, BorrowedFd};
 
@@ -21,7 +25,7 @@ use super::notify::PathArg;
 
 /// Links followed per path, at most (the kernel's own limit).
 pub const MAX_LINKS: usize = 40;
-/// Longest path walked.
+/// Longest path the kernel takes (a link's target, a path argument, a folder's name).
 pub const MAX_PATH: usize = 4096;
 /// Where a program in the jail can make links (or be handed one): everything else is the
 /// read-only system view.
@@ -53,68 +57,112 @@ pub fn open_root(pid: i32) -> Option<std::fs::File> {
         .ok()
 }
 
+/// Components looked at in one walk, at most (those the links add included); past it, or past
+/// twice [`MAX_PATH`] walked, the walk gives up. A path of 40 links, each a long run of
+/// missing folders, is bounded work for the tracer, which every traced task waits on.
+pub const MAX_STEPS: usize = 4 * MAX_PATH;
+
+/// The folders walked so far, joined relative to the root (`tmp/a/b`), with where each began.
+#[derive(Default)]
+struct Walked {
+    path: Vec<u8>,
+    starts: Vec<usize>,
+}
+
+impl Walked {
+    fn push(&mut self, c: &[u8]) {
+        self.starts.push(self.path.len());
+        if !self.path.is_empty() {
+            self.path.push(b'/');
+        }
+        self.path.extend_from_slice(c);
+    }
+    fn pop(&mut self) {
+        if let Some(s) = self.starts.pop() {
+            self.path.truncate(s);
+        }
+    }
+    fn clear(&mut self) {
+        self.path.clear();
+        self.starts.clear();
+    }
+}
+
+fn components(p: &[u8]) -> impl Iterator<Item = &[u8]> {
+    p.split(|b| *b == b'/').filter(|c| !c.is_empty())
+}
+
 /// `raw` resolved inside `root` (a task's root): links followed (the last component only with
 /// `follow_last`), `.` and `..` taken where the kernel takes them. `raw` is the bytes the
-/// program gave (names need not be UTF-8), and so is the result. `None` when it leads through
-/// `/proc`, past the limits, or cannot be read.
-pub fn resolve(root: &std::fs::File, raw: &[u8], follow_last: bool) -> Option<Vec<u8>> {
+/// program gave (names need not be UTF-8), and so is the result. Its first `trusted` bytes are
+/// the kernel's own name of the folder a relative path starts from (the task's working folder
+/// or `dirfd`): real folders, taken as they are and never looked up again — after `rmdir` of
+/// the working folder its name ends in ` (deleted)`, and a link the program plants under that
+/// name must not redirect a `..` out of it. `None` when it leads through `/proc`, past the
+/// limits, or cannot be read.
+pub fn resolve(
+    root: &std::fs::File,
+    raw: &[u8],
+    trusted: usize,
+    follow_last: bool,
+) -> Option<Vec<u8>> {
     use std::os::unix::ffi::OsStrExt;
-    if raw.len() > MAX_PATH || !raw.starts_with(b"/") {
+    // A folder's name and a relative path, each up to the kernel's longest.
+    if raw.len() > 2 * MAX_PATH + 1 || !raw.starts_with(b"/") || trusted > raw.len() {
         return None;
     }
+    // The one-lookup case holds for the trusted part too: it refuses every link, so a planted
+    // one sends the path to the walk below.
     if let Some(plain) = without_links(root.as_fd(), raw, follow_last) {
         return Some(plain);
     }
-    let components = |p: &[u8]| -> std::collections::VecDeque<Vec<u8>> {
-        p.split(|b| *b == b'/')
-            .filter(|c| !c.is_empty())
-            .map(<[u8]>::to_vec)
-            .collect()
-    };
-    let mut todo = components(raw);
-    let mut done: Vec<Vec<u8>> = Vec::new();
-    let mut links = 0;
+    let mut walked = Walked::default();
+    for c in components(&raw[..trusted]) {
+        walked.push(c);
+    }
+    let mut todo: std::collections::VecDeque<Vec<u8>> =
+        components(&raw[trusted..]).map(<[u8]>::to_vec).collect();
+    let (mut links, mut steps) = (0, 0);
     while let Some(c) = todo.pop_front() {
+        steps += 1;
+        if steps > MAX_STEPS || walked.path.len() > 2 * MAX_PATH {
+            return None;
+        }
         match c.as_slice() {
             b"." => continue,
             b".." => {
-                done.pop();
+                walked.pop();
                 continue;
             }
             _ => {}
         }
-        if done.is_empty() && c == b"proc" {
+        if walked.starts.is_empty() && c == b"proc" {
             return None;
         }
+        walked.push(&c);
         if todo.is_empty() && !follow_last {
-            done.push(c);
             break;
         }
-        let here = done
-            .iter()
-            .chain([&c])
-            .cloned()
-            .collect::<Vec<_>>()
-            .join(&b'/');
-        match nix::fcntl::readlinkat(root.as_fd(), std::ffi::OsStr::from_bytes(&here)) {
-            Ok(target) => {
-                links += 1;
-                let target = target.as_bytes();
-                if links > MAX_LINKS || target.len() > MAX_PATH {
-                    return None;
-                }
-                if target.starts_with(b"/") {
-                    done.clear();
-                }
-                let mut next = components(target);
-                next.extend(todo);
-                todo = next;
+        if let Ok(target) =
+            nix::fcntl::readlinkat(root.as_fd(), std::ffi::OsStr::from_bytes(&walked.path))
+        {
+            walked.pop();
+            links += 1;
+            let target = target.as_bytes();
+            if links > MAX_LINKS || target.len() > MAX_PATH {
+                return None;
             }
-            Err(_) => done.push(c),
+            if target.starts_with(b"/") {
+                walked.clear();
+            }
+            let mut next: std::collections::VecDeque<Vec<u8>> =
+                components(target).map(<[u8]>::to_vec).collect();
+            next.extend(todo);
+            todo = next;
         }
     }
     let mut out = b"/".to_vec();
-    out.extend_from_slice(&done.join(&b'/'));
+    out.extend_from_slice(&walked.path);
     Some(out)
 }
 
@@ -200,7 +248,7 @@ pub fn apply(
     let mut exact = Vec::new();
     let mut used = vec![false; written.len()];
     for &(key, follow_last) in keys {
-        let Some(recorded) = data[key].as_str() else {
+        let Some(recorded) = data[key].as_str().map(str::to_owned) else {
             continue;
         };
         // The form the program wrote (before `..` was taken lexically, its very bytes): the
@@ -208,18 +256,30 @@ pub fn apply(
         let arg = written
             .iter()
             .enumerate()
-            .find(|(i, a)| !used[*i] && a.recorded == recorded);
-        let raw: Vec<u8> = match arg {
+            .find(|(i, a)| !used[*i] && a.recorded == *recorded);
+        let (raw, trusted): (Vec<u8>, usize) = match arg {
             Some((i, a)) => {
                 used[i] = true;
-                a.raw().to_vec()
+                (a.raw().to_vec(), a.trusted)
             }
-            None => recorded.as_bytes().to_vec(),
+            None => (recorded.as_bytes().to_vec(), 0),
         };
-        let real = root
-            .filter(|_| may_meet_a_link(&String::from_utf8_lossy(&raw)))
-            .and_then(|root| resolve(root, &raw, follow_last))
-            .unwrap_or_else(|| normalize(&raw));
+        // A relative name: the tracer could not tell where it starts (the task's working
+        // folder could not be read), so it is left as it is, and nothing is read back by it.
+        if !raw.starts_with(b"/") {
+            continue;
+        }
+        let walk = root.filter(|_| may_meet_a_link(&String::from_utf8_lossy(&raw)));
+        let real = match walk.map(|root| resolve(root, &raw, trusted, follow_last)) {
+            Some(Some(real)) => real,
+            // Links may be on the way and were not followed (past the limits, a loop):
+            // the event says so.
+            Some(None) => {
+                data[format!("{key}_unresolved")] = json!(true);
+                normalize(&raw)
+            }
+            None => normalize(&raw),
+        };
         let shown = String::from_utf8_lossy(&real).into_owned();
         if recorded != shown {
             let named = data[key].take();
@@ -276,7 +336,8 @@ mod tests {
         let root = open_root(i32::try_from(std::process::id()).unwrap()).unwrap();
         let at = |p: &str| format!("{}/{p}", d.display());
         let walk = |p: &str, follow: bool| {
-            resolve(&root, p.as_bytes(), follow).map(|r| String::from_utf8_lossy(&r).into_owned())
+            resolve(&root, p.as_bytes(), 0, follow)
+                .map(|r| String::from_utf8_lossy(&r).into_owned())
         };
         // An absolute link, a relative `..` after a link (the link's target's parent).
         assert_eq!(walk(&at("k"), true), Some(at("real/secret")));
@@ -303,14 +364,44 @@ mod tests {
         let mut named = d.as_os_str().as_bytes().to_vec();
         named.extend_from_slice(b"/\xff/k");
         assert_eq!(
-            resolve(&root, &named, true),
+            resolve(&root, &named, 0, true),
             Some(at("real/secret").into_bytes())
         );
-        assert_eq!(resolve(&root, &named, false), Some(named.clone()));
+        assert_eq!(resolve(&root, &named, 0, false), Some(named.clone()));
         assert_eq!(
             walk(&at("gone (deleted)/../k"), true),
             Some(at("real/secret"))
         );
+        // The kernel's name of a removed working folder ends in ` (deleted)`: a link the
+        // program plants under that name does not redirect the `..` out of it.
+        std::os::unix::fs::symlink(d.join("real/sub"), d.join("cwd (deleted)")).unwrap();
+        let base = at("cwd (deleted)");
+        let from_cwd = format!("{base}/../k");
+        let trusting = |n| resolve(&root, from_cwd.as_bytes(), n, true);
+        assert_eq!(trusting(base.len()), Some(at("real/secret").into_bytes()));
+        assert_eq!(trusting(0), Some(at("real/k").into_bytes()));
+        // A relative path as long as the kernel takes, joined to its folder's name, is walked.
+        let long = format!("{}/{}k", d.display(), "./".repeat(2046));
+        assert!(long.len() > MAX_PATH);
+        let trusted = d.as_os_str().len();
+        let got = resolve(&root, long.as_bytes(), trusted, true);
+        assert_eq!(got, Some(at("real/secret").into_bytes()));
+        // Bounded work: links that each add thousands of `.` give up, as does a walk that
+        // grows past twice the longest path.
+        for i in 0..MAX_LINKS {
+            let next = format!("{}c{}", "./".repeat(2000), i + 1);
+            std::os::unix::fs::symlink(next, d.join(format!("c{i}"))).unwrap();
+        }
+        assert_eq!(walk(&at("c0"), true), None);
+        for i in 0..MAX_LINKS {
+            let next = format!("{}/{}", at(&format!("g{}", i + 1)), "x/".repeat(2000));
+            std::os::unix::fs::symlink(next, d.join(format!("g{i}"))).unwrap();
+        }
+        assert_eq!(walk(&at("g0"), true), None);
+        // A relative name (its folder unknown) is left as it is.
+        let mut rel = json!({ "path": "k", "access": "read", "op": "open" });
+        assert!(apply(Some(&root), EventKind::FileOpen, &mut rel, &[]).is_empty());
+        assert_eq!(rel, json!({ "path": "k", "access": "read", "op": "open" }));
         // A loop ends the walk; /proc is never walked.
         assert_eq!(walk(&at("loop"), true), None);
         assert_eq!(walk("/proc/self/root/etc/passwd", true), None);

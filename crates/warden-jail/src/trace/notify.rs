@@ -310,7 +310,7 @@ fn path_arg(pid: i32, dirfd: Option<u64>, addr: u64) -> Option<String> {
     use std::os::unix::ffi::{OsStrExt, OsStringExt};
     let p = read_cstr_bytes(pid, addr)?;
     if p.starts_with(b"/") {
-        return Some(keep(p));
+        return Some(keep(p, 0));
     }
     // `int` arguments: the kernel reads the low 32 bits, and so do we.
     let base = match dirfd.map(low_i32) {
@@ -318,11 +318,11 @@ fn path_arg(pid: i32, dirfd: Option<u64>, addr: u64) -> Option<String> {
         Some(fd) => std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).ok(),
     };
     Some(match base {
-        Some(b) => keep(
-            b.join(std::ffi::OsStr::from_bytes(&p))
-                .into_os_string()
-                .into_vec(),
-        ),
+        Some(b) => {
+            let trusted = b.as_os_str().len();
+            let abs = b.join(std::ffi::OsStr::from_bytes(&p));
+            keep(abs.into_os_string().into_vec(), trusted)
+        }
         None => String::from_utf8_lossy(&p).into_owned(),
     })
 }
@@ -337,6 +337,9 @@ pub struct PathArg {
     /// The bytes it wrote, when they are not UTF-8 (both strings above are then lossy): links
     /// are followed through the folders it really named.
     pub bytes: Option<Vec<u8>>,
+    /// Bytes at the start that are the kernel's name of the folder a relative path starts
+    /// from (see [`super::links::resolve`]); 0 for an absolute path.
+    pub trusted: usize,
 }
 
 impl PathArg {
@@ -351,9 +354,10 @@ thread_local! {
     static PATHS: std::cell::RefCell<Vec<PathArg>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Keep `abs` (an absolute path the program gave) aside and return it as recorded: `.` and `..`
-/// resolved lexically, so `/tmp/../home/x` is recorded (and judged by the rules) as `/home/x`.
-fn keep(abs: Vec<u8>) -> String {
+/// Keep `abs` (an absolute path the program gave, its first `trusted` bytes the kernel's name
+/// of the folder it started from) aside and return it as recorded: `.` and `..` resolved
+/// lexically, so `/tmp/../home/x` is recorded (and judged by the rules) as `/home/x`.
+fn keep(abs: Vec<u8>, trusted: usize) -> String {
     let written = String::from_utf8_lossy(&abs).into_owned();
     let recorded = normalize(&written);
     let bytes = std::str::from_utf8(&abs).is_err().then_some(abs);
@@ -362,6 +366,7 @@ fn keep(abs: Vec<u8>) -> String {
             recorded: recorded.clone(),
             written,
             bytes,
+            trusted,
         });
     });
     recorded

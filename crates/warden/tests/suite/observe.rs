@@ -490,8 +490,8 @@ pub fn a_link_of_the_programs_own_does_not_hide_what_it_opens() {
 pub fn a_folder_the_tracer_cannot_name_does_not_hide_a_link_behind_it() {
     // A `..` out of a folder whose name the tracer reads differently from the kernel — one
     // that is not UTF-8, the program's own removed working directory (`/tmp/d (deleted)`) —
-    // back to a planted link, and a link inside the folder that is not UTF-8: the decoy is
-    // still recorded as what was opened.
+    // back to a planted link (also with a link planted under the removed folder's name), and a
+    // link inside the folder that is not UTF-8: the decoy is still recorded as what was opened.
     let py = r#"
 import os
 home = os.environ["HOME"]
@@ -505,12 +505,16 @@ os.mkdir("/tmp/d")
 os.chdir("/tmp/d")
 os.rmdir("/tmp/d")
 open("../k2", "rb").read()
+os.symlink(home + "/.kube/config", "/tmp/k4")
+os.symlink("/usr/lib", "/tmp/d (deleted)")
+open("../k4", "rb").read()
 "#;
     let opened = python_events(py, "file.open");
     for (decoy, link) in [
         ("/home/sandbox/.npmrc", "/tmp/k1"),
         ("/home/sandbox/.git-credentials", "/tmp/k2"),
         ("/home/sandbox/.docker/config.json", "/tmp/\u{FFFD}/k3"),
+        ("/home/sandbox/.kube/config", "/tmp/k4"),
     ] {
         let e = opened
             .iter()
