@@ -836,13 +836,18 @@ impl Tracer {
                 self.written_total += 1;
             }
         }
-        // A written file renamed before its writer exits is scanned under its new name.
+        // A written file renamed before its writer exits, or whose folder is, is scanned under
+        // its new name.
         if kind == EventKind::FileRename
             && let (Some(from), Some(to)) = (exact_of("from"), exact_of("to"))
         {
-            for list in self.written.values_mut() {
-                for p in list.iter_mut().filter(|p| *p == from) {
+            for p in self.written.values_mut().flatten() {
+                if p == from {
                     p.clone_from(to);
+                } else if p.starts_with(from) && p.get(from.len()) == Some(&b'/') {
+                    let rest = p.split_off(from.len());
+                    p.clone_from(to);
+                    p.extend_from_slice(&rest);
                 }
             }
         }

@@ -195,19 +195,24 @@ fn python_events(py: &str, kind: &str) -> Vec<Value> {
 }
 
 #[test]
-pub fn a_written_file_whose_name_is_not_utf8_is_still_scanned() {
-    // Loot staged under names the tracer records lossily, one of them renamed after writing.
+pub fn a_written_file_is_scanned_under_its_last_name_utf8_or_not() {
+    // Loot staged under names the tracer records lossily, one of them renamed after writing,
+    // and loot whose folder is renamed after writing.
     let py = r#"
 import os
 loot = open(os.environ["HOME"] + "/.npmrc", "rb").read()
 open(b"/tmp/\xfe-loot", "wb").write(loot)
 open(b"/tmp/\xfd-a", "wb").write(open(os.environ["HOME"] + "/.git-credentials", "rb").read())
 os.rename(b"/tmp/\xfd-a", b"/tmp/\xfd-b")
+os.mkdir("/tmp/stage")
+open("/tmp/stage/kube", "wb").write(open(os.environ["HOME"] + "/.kube/config", "rb").read())
+os.rename("/tmp/stage", "/tmp/moved")
 "#;
     let seen = python_events(py, "canary.seen");
     for (path, planted) in [
         ("/tmp/\u{FFFD}-loot", "file:~/.npmrc"),
         ("/tmp/\u{FFFD}-b", "file:~/.git-credentials"),
+        ("/tmp/moved/kube", "file:~/.kube/config"),
     ] {
         assert!(
             seen.iter().any(|e| e["data"]["where"] == "file"
