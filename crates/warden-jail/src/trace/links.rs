@@ -92,6 +92,56 @@ fn components(p: &[u8]) -> impl Iterator<Item = &[u8]> {
     p.split(|b| *b == b'/').filter(|c| !c.is_empty())
 }
 
+/// The kernel's name of an open file (`/proc/self/fd/N`): for a file of the jail's, its path
+/// from the jail's root, the top of its own mount tree.
+pub fn name_of(file: &impl AsFd) -> Option<std::ffi::OsString> {
+    use std::os::fd::AsRawFd;
+    let fd = file.as_fd().as_raw_fd();
+    std::fs::read_link(format!("/proc/self/fd/{fd}"))
+        .ok()
+        .map(std::path::PathBuf::into_os_string)
+}
+
+/// The target of `path` (relative to `root`) when it is a link. Its folder is opened inside
+/// the root refusing every link, so the lookup never follows one (a planted link on the way
+/// would otherwise be taken from the tracer's own root).
+fn link_at(root: BorrowedFd<'_>, path: &[u8]) -> Option<std::ffi::OsString> {
+    use std::os::unix::ffi::OsStrExt;
+    let (folder, last): (&[u8], &[u8]) = match path.iter().rposition(|b| *b == b'/') {
+        Some(i) => (&path[..i], &path[i + 1..]),
+        None => (b".", path),
+    };
+    let resolve = libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
+    let dir = crate::sys::openat2(
+        Some(root),
+        folder,
+        libc::O_PATH | libc::O_DIRECTORY,
+        0,
+        resolve,
+    )
+    .ok()?;
+    nix::fcntl::readlinkat(dir.as_fd(), std::ffi::OsStr::from_bytes(last)).ok()
+}
+
+/// `raw` as the kernel itself resolves it inside `root`, links followed (the last one only
+/// with `follow_last`), named back from the descriptor: for a walk that gave up. `None` when
+/// it does not exist.
+fn resolved_by_kernel(root: BorrowedFd<'_>, raw: &[u8], follow_last: bool) -> Option<Vec<u8>> {
+    use std::os::unix::ffi::OsStringExt;
+    let flags = libc::O_PATH | if follow_last { 0 } else { libc::O_NOFOLLOW };
+    let resolve = libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS;
+    let start = raw.iter().position(|b| *b != b'/').unwrap_or(raw.len());
+    let rel: &[u8] = if start == raw.len() {
+        b"."
+    } else {
+        &raw[start..]
+    };
+    let file = crate::sys::openat2(Some(root), rel, flags, 0, resolve).ok()?;
+    name_of(&file)
+        .map(OsStringExt::into_vec)
+        .filter(|n| n.starts_with(b"/"))
+}
+
 /// `raw` resolved inside `root` (a task's root): links followed (the last component only with
 /// `follow_last`), `.` and `..` taken where the kernel takes them. `raw` is the bytes the
 /// program gave (names need not be UTF-8), and so is the result. Its first `trusted` bytes are
@@ -120,6 +170,11 @@ pub fn resolve(
     for c in components(&raw[..trusted]) {
         walked.push(c);
     }
+    // A removed folder is empty: nothing is looked up beneath it (the name it had may be a
+    // link of the program's by now), until a `..` leaves it.
+    let mut removed = raw[..trusted]
+        .ends_with(b" (deleted)")
+        .then_some(walked.starts.len());
     let mut todo: std::collections::VecDeque<Vec<u8>> =
         components(&raw[trusted..]).map(<[u8]>::to_vec).collect();
     let (mut links, mut steps) = (0, 0);
@@ -132,6 +187,7 @@ pub fn resolve(
             b"." => continue,
             b".." => {
                 walked.pop();
+                removed = removed.filter(|depth| walked.starts.len() >= *depth);
                 continue;
             }
             _ => {}
@@ -140,12 +196,10 @@ pub fn resolve(
             return None;
         }
         walked.push(&c);
-        if todo.is_empty() && !follow_last {
-            break;
+        if (todo.is_empty() && !follow_last) || removed.is_some() {
+            continue;
         }
-        if let Ok(target) =
-            nix::fcntl::readlinkat(root.as_fd(), std::ffi::OsStr::from_bytes(&walked.path))
-        {
+        if let Some(target) = link_at(root.as_fd(), &walked.path) {
             walked.pop();
             links += 1;
             let target = target.as_bytes();
@@ -154,6 +208,7 @@ pub fn resolve(
             }
             if target.starts_with(b"/") {
                 walked.clear();
+                removed = None;
             }
             let mut next: std::collections::VecDeque<Vec<u8>> =
                 components(target).map(<[u8]>::to_vec).collect();
@@ -270,13 +325,21 @@ pub fn apply(
             continue;
         }
         let walk = root.filter(|_| may_meet_a_link(&String::from_utf8_lossy(&raw)));
-        let real = match walk.map(|root| resolve(root, &raw, trusted, follow_last)) {
-            Some(Some(real)) => real,
-            // Links may be on the way and were not followed (past the limits, a loop):
-            // the event says so.
-            Some(None) => {
-                data[format!("{key}_unresolved")] = json!(true);
-                normalize(&raw)
+        let real = match walk.map(|root| (root, resolve(root, &raw, trusted, follow_last))) {
+            Some((_, Some(real))) => real,
+            // A walk that gave up (past its bounds, a loop): what the kernel itself reaches,
+            // for a path named from the root; else the event says links were not followed.
+            Some((root, None)) => {
+                let by_kernel = (trusted == 0)
+                    .then(|| resolved_by_kernel(root.as_fd(), &raw, follow_last))
+                    .flatten();
+                match by_kernel {
+                    Some(real) => real,
+                    None => {
+                        data[format!("{key}_unresolved")] = json!(true);
+                        normalize(&raw)
+                    }
+                }
             }
             None => normalize(&raw),
         };
@@ -380,6 +443,15 @@ mod tests {
         let trusting = |n| resolve(&root, from_cwd.as_bytes(), n, true);
         assert_eq!(trusting(base.len()), Some(at("real/secret").into_bytes()));
         assert_eq!(trusting(0), Some(at("real/k").into_bytes()));
+        // Nothing is looked up beneath a removed folder: whatever now has its name (a folder
+        // with a link in it here) is not the folder the task is in.
+        std::fs::create_dir(d.join("gone2 (deleted)")).unwrap();
+        std::os::unix::fs::symlink(d.join("real/secret"), d.join("gone2 (deleted)/x")).unwrap();
+        let inside = format!("{}/x", at("gone2 (deleted)"));
+        let base = at("gone2 (deleted)").len();
+        let got = resolve(&root, inside.as_bytes(), base, true);
+        assert_eq!(got, Some(inside.clone().into_bytes()));
+        assert_eq!(walk(&inside, true), Some(at("real/secret")));
         // A relative path as long as the kernel takes, joined to its folder's name, is walked.
         let long = format!("{}/{}k", d.display(), "./".repeat(2046));
         assert!(long.len() > MAX_PATH);
@@ -388,11 +460,17 @@ mod tests {
         assert_eq!(got, Some(at("real/secret").into_bytes()));
         // Bounded work: links that each add thousands of `.` give up, as does a walk that
         // grows past twice the longest path.
-        for i in 0..MAX_LINKS {
+        for i in 0..10 {
             let next = format!("{}c{}", "./".repeat(2000), i + 1);
             std::os::unix::fs::symlink(next, d.join(format!("c{i}"))).unwrap();
         }
+        std::os::unix::fs::symlink(d.join("real/secret"), d.join("c10")).unwrap();
         assert_eq!(walk(&at("c0"), true), None);
+        // The event then names what the kernel reaches.
+        let mut far = json!({ "path": at("c0"), "access": "read", "op": "open" });
+        apply(Some(&root), EventKind::FileOpen, &mut far, &[]);
+        assert_eq!(far["path"], json!(at("real/secret")), "{far}");
+        assert_eq!(far.get("path_unresolved"), None);
         for i in 0..MAX_LINKS {
             let next = format!("{}/{}", at(&format!("g{}", i + 1)), "x/".repeat(2000));
             std::os::unix::fs::symlink(next, d.join(format!("g{i}"))).unwrap();

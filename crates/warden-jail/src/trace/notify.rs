@@ -313,18 +313,41 @@ fn path_arg(pid: i32, dirfd: Option<u64>, addr: u64) -> Option<String> {
         return Some(keep(p, 0));
     }
     // `int` arguments: the kernel reads the low 32 bits, and so do we.
-    let base = match dirfd.map(low_i32) {
-        None | Some(libc::AT_FDCWD) => std::fs::read_link(format!("/proc/{pid}/cwd")).ok(),
-        Some(fd) => std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).ok(),
+    let folder = match dirfd.map(low_i32) {
+        None | Some(libc::AT_FDCWD) => format!("/proc/{pid}/cwd"),
+        Some(fd) => format!("/proc/{pid}/fd/{fd}"),
     };
-    Some(match base {
-        Some(b) => {
+    Some(match std::fs::read_link(&folder) {
+        Ok(b) => {
             let trusted = b.as_os_str().len();
             let abs = b.join(std::ffi::OsStr::from_bytes(&p));
             keep(abs.into_os_string().into_vec(), trusted)
         }
-        None => String::from_utf8_lossy(&p).into_owned(),
+        // A folder the kernel will not name (deeper than a page): the file's own name, where
+        // it exists and no link leads to it.
+        Err(_) => match named_from(&folder, &p) {
+            Some(abs) => keep(abs, 0),
+            None => String::from_utf8_lossy(&p).into_owned(),
+        },
     })
+}
+
+/// The kernel's name of the existing file `rel` beneath `folder` (a task's working folder or
+/// descriptor under `/proc`), reached through no link; `None` otherwise. `..` stays inside the
+/// jail: its root is the top of its own mount tree.
+fn named_from(folder: &str, rel: &[u8]) -> Option<Vec<u8>> {
+    use std::os::unix::ffi::OsStringExt;
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+        .open(folder)
+        .ok()?;
+    let resolve = libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
+    let file = sys::openat2(Some(dir.as_fd()), rel, libc::O_PATH, 0, resolve).ok()?;
+    super::links::name_of(&file)
+        .map(std::ffi::OsString::into_vec)
+        .filter(|n| n.starts_with(b"/"))
 }
 
 /// One path argument of the syscall being decoded.
@@ -788,6 +811,18 @@ impl Tracer {
         reply
     }
 
+    /// Remember `path`, written by process `tgid`, for the canary scan (within the caps).
+    fn remember(&mut self, tgid: i32, path: Vec<u8>) {
+        if self.written_total >= MAX_WRITTEN_TOTAL {
+            return;
+        }
+        let list = self.written.entry(tgid).or_default();
+        if list.len() < MAX_WRITTEN && !list.contains(&path) {
+            list.push(path);
+            self.written_total += 1;
+        }
+    }
+
     /// `exact`: the event's paths as bytes (see [`super::links::Exact`]).
     fn record(
         &mut self,
@@ -828,27 +863,28 @@ impl Tracer {
         if kind == EventKind::FileWrite
             && data["op"] == "open"
             && let Some(path) = exact_of("path")
-            && self.written_total < MAX_WRITTEN_TOTAL
         {
-            let list = self.written.entry(tgid).or_default();
-            if list.len() < MAX_WRITTEN && !list.contains(path) {
-                list.push(path.clone());
-                self.written_total += 1;
-            }
+            self.remember(tgid, path.clone());
         }
         // A written file renamed before its writer exits, or whose folder is, is scanned under
-        // its new name.
+        // its new name too. The event comes before the rename runs: it may fail, or swap the
+        // two names (`RENAME_EXCHANGE`), so both names are kept, each way.
         if kind == EventKind::FileRename
             && let (Some(from), Some(to)) = (exact_of("from"), exact_of("to"))
         {
-            for p in self.written.values_mut().flatten() {
-                if p == from {
-                    p.clone_from(to);
-                } else if p.starts_with(from) && p.get(from.len()) == Some(&b'/') {
-                    let rest = p.split_off(from.len());
-                    p.clone_from(to);
-                    p.extend_from_slice(&rest);
-                }
+            let moved: Vec<(i32, Vec<u8>)> = self
+                .written
+                .iter()
+                .flat_map(|(t, list)| list.iter().map(move |p| (*t, p)))
+                .flat_map(|(t, p)| {
+                    [renamed(p, from, to), renamed(p, to, from)]
+                        .into_iter()
+                        .flatten()
+                        .map(move |n| (t, n))
+                })
+                .collect();
+            for (t, p) in moved {
+                self.remember(t, p);
             }
         }
         if kind == EventKind::EnvRead
@@ -913,6 +949,18 @@ fn ours(kind: EventKind, data: &Value) -> bool {
         }
         _ => false,
     }
+}
+
+/// `p` once `from` (the file itself or a folder above it) is named `to`; `None` when `from`
+/// is not `p` or above it, or the new name is longer than any path the kernel takes.
+fn renamed(p: &[u8], from: &[u8], to: &[u8]) -> Option<Vec<u8>> {
+    let rest = p.strip_prefix(from)?;
+    if !(rest.is_empty() || rest.starts_with(b"/")) {
+        return None;
+    }
+    let mut out = to.to_vec();
+    out.extend_from_slice(rest);
+    (out.len() <= super::links::MAX_PATH).then_some(out)
 }
 
 /// Bytes of written files scanned per run, at most.
@@ -1175,5 +1223,29 @@ fn decode(nr: i64, pid: i32, a: &[u64; 6]) -> Option<(EventKind, Value)> {
         #[cfg(target_arch = "x86_64")]
         nr if nr == libc::SYS_chmod => file_change(path_arg(pid, None, a[0]), "chmod", a[1]),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::renamed;
+
+    #[test]
+    fn a_rename_moves_the_file_or_what_is_beneath_the_folder_within_the_longest_path() {
+        assert_eq!(
+            renamed(b"/tmp/a", b"/tmp/a", b"/tmp/b"),
+            Some(b"/tmp/b".to_vec())
+        );
+        assert_eq!(
+            renamed(b"/tmp/s/loot", b"/tmp/s", b"/tmp/t"),
+            Some(b"/tmp/t/loot".to_vec())
+        );
+        // Not a folder above it, only a name that starts the same.
+        assert_eq!(renamed(b"/tmp/sx/loot", b"/tmp/s", b"/tmp/t"), None);
+        // A rename into a longer and longer name (it fails, but is seen before it runs)
+        // never grows a remembered name past what the kernel takes.
+        let long = [b"/tmp/s/".as_slice(), &[b'x'; 4000]].concat();
+        let once = renamed(b"/tmp/s/loot", b"/tmp/s", &long).unwrap();
+        assert_eq!(renamed(&once, b"/tmp/s", &long), None);
     }
 }

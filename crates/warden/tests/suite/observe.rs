@@ -187,6 +187,27 @@ pub fn environment_reads_are_observed_in_python_node_and_c() {
     assert!(all(&ev, "env.read").is_empty(), "{ev:?}");
 }
 
+#[test]
+pub fn a_working_folder_too_deep_to_name_does_not_hide_what_is_opened_from_it() {
+    // The kernel will not print a working folder deeper than a page; a relative path that
+    // climbs out of it to a decoy is still recorded by the decoy's name.
+    let py = r#"
+import os
+os.chdir("/tmp")
+for _ in range(18):
+    os.mkdir("d" * 250)
+    os.chdir("d" * 250)
+open("../" * 40 + "home/sandbox/.npmrc", "rb").read()
+"#;
+    let opened = python_events(py, "file.open");
+    assert!(
+        opened
+            .iter()
+            .any(|e| e["data"]["path"] == "/home/sandbox/.npmrc"),
+        "{opened:?}"
+    );
+}
+
 /// The events of `kind` of a Python program run traced with decoys (which must succeed).
 fn python_events(py: &str, kind: &str) -> Vec<Value> {
     let (r, ev) = observed(&[], &["python3", "-c", py]);
@@ -197,7 +218,8 @@ fn python_events(py: &str, kind: &str) -> Vec<Value> {
 #[test]
 pub fn a_written_file_is_scanned_under_its_last_name_utf8_or_not() {
     // Loot staged under names the tracer records lossily, one of them renamed after writing,
-    // and loot whose folder is renamed after writing.
+    // loot whose folder is renamed after writing, and loot whose folder a rename that fails
+    // would have moved.
     let py = r#"
 import os
 loot = open(os.environ["HOME"] + "/.npmrc", "rb").read()
@@ -207,12 +229,19 @@ os.rename(b"/tmp/\xfd-a", b"/tmp/\xfd-b")
 os.mkdir("/tmp/stage")
 open("/tmp/stage/kube", "wb").write(open(os.environ["HOME"] + "/.kube/config", "rb").read())
 os.rename("/tmp/stage", "/tmp/moved")
+os.mkdir("/tmp/keep")
+open("/tmp/keep/aws", "wb").write(open(os.environ["HOME"] + "/.aws/credentials", "rb").read())
+try:
+    os.rename("/tmp/keep", "/tmp/keep/inside")
+except OSError:
+    pass
 "#;
     let seen = python_events(py, "canary.seen");
     for (path, planted) in [
         ("/tmp/\u{FFFD}-loot", "file:~/.npmrc"),
         ("/tmp/\u{FFFD}-b", "file:~/.git-credentials"),
         ("/tmp/moved/kube", "file:~/.kube/config"),
+        ("/tmp/keep/aws", "file:~/.aws/credentials"),
     ] {
         assert!(
             seen.iter().any(|e| e["data"]["where"] == "file"
