@@ -142,20 +142,31 @@ fn resolved_by_kernel(root: BorrowedFd<'_>, raw: &[u8], follow_last: bool) -> Op
         .filter(|n| n.starts_with(b"/"))
 }
 
+/// Where a relative path starts: the kernel's own name of its folder (the task's working
+/// folder or `dirfd`), the first `len` bytes of the path, and whether that folder was removed
+/// (its name then ends in ` (deleted)`). Absolute paths start at `len` 0.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Start {
+    /// Bytes of the path that name the folder.
+    pub len: usize,
+    /// The folder was removed (no link to it is left).
+    pub removed: bool,
+}
+
 /// `raw` resolved inside `root` (a task's root): links followed (the last component only with
 /// `follow_last`), `.` and `..` taken where the kernel takes them. `raw` is the bytes the
-/// program gave (names need not be UTF-8), and so is the result. Its first `trusted` bytes are
-/// the kernel's own name of the folder a relative path starts from (the task's working folder
-/// or `dirfd`): real folders, taken as they are and never looked up again — after `rmdir` of
-/// the working folder its name ends in ` (deleted)`, and a link the program plants under that
-/// name must not redirect a `..` out of it. `None` when it leads through `/proc`, past the
-/// limits, or cannot be read.
+/// program gave (names need not be UTF-8), and so is the result. Its `start` (see [`Start`])
+/// is real folders, taken as they are and never looked up again: after `rmdir` of the working
+/// folder its name ends in ` (deleted)`, and a link the program plants under that name must
+/// not redirect a `..` out of it. `None` when it leads through `/proc`, past the limits, or
+/// cannot be read.
 pub fn resolve(
     root: &std::fs::File,
     raw: &[u8],
-    trusted: usize,
+    start: Start,
     follow_last: bool,
 ) -> Option<Vec<u8>> {
+    let trusted = start.len;
     use std::os::unix::ffi::OsStrExt;
     // A folder's name and a relative path, each up to the kernel's longest.
     if raw.len() > 2 * MAX_PATH + 1 || !raw.starts_with(b"/") || trusted > raw.len() {
@@ -172,9 +183,7 @@ pub fn resolve(
     }
     // A removed folder is empty: nothing is looked up beneath it (the name it had may be a
     // link of the program's by now), until a `..` leaves it.
-    let mut removed = raw[..trusted]
-        .ends_with(b" (deleted)")
-        .then_some(walked.starts.len());
+    let mut removed = start.removed.then_some(walked.starts.len());
     let mut todo: std::collections::VecDeque<Vec<u8>> =
         components(&raw[trusted..]).map(<[u8]>::to_vec).collect();
     let (mut links, mut steps) = (0, 0);
@@ -312,25 +321,27 @@ pub fn apply(
             .iter()
             .enumerate()
             .find(|(i, a)| !used[*i] && a.recorded == *recorded);
-        let (raw, trusted): (Vec<u8>, usize) = match arg {
+        let (raw, start): (Vec<u8>, Start) = match arg {
             Some((i, a)) => {
                 used[i] = true;
-                (a.raw().to_vec(), a.trusted)
+                (a.raw().to_vec(), a.start)
             }
-            None => (recorded.as_bytes().to_vec(), 0),
+            None => (recorded.as_bytes().to_vec(), Start::default()),
         };
-        // A relative name: the tracer could not tell where it starts (the task's working
-        // folder could not be read), so it is left as it is, and nothing is read back by it.
+        // A relative name: the tracer could not tell where it starts (a working folder too
+        // deep for the kernel to name, the file not reached without a link), so it is left as
+        // it is, says so, and nothing is read back by it.
         if !raw.starts_with(b"/") {
+            data[format!("{key}_unresolved")] = json!(true);
             continue;
         }
         let walk = root.filter(|_| may_meet_a_link(&String::from_utf8_lossy(&raw)));
-        let real = match walk.map(|root| (root, resolve(root, &raw, trusted, follow_last))) {
+        let real = match walk.map(|root| (root, resolve(root, &raw, start, follow_last))) {
             Some((_, Some(real))) => real,
             // A walk that gave up (past its bounds, a loop): what the kernel itself reaches,
             // for a path named from the root; else the event says links were not followed.
             Some((root, None)) => {
-                let by_kernel = (trusted == 0)
+                let by_kernel = (start.len == 0)
                     .then(|| resolved_by_kernel(root.as_fd(), &raw, follow_last))
                     .flatten();
                 match by_kernel {
@@ -399,7 +410,7 @@ mod tests {
         let root = open_root(i32::try_from(std::process::id()).unwrap()).unwrap();
         let at = |p: &str| format!("{}/{p}", d.display());
         let walk = |p: &str, follow: bool| {
-            resolve(&root, p.as_bytes(), 0, follow)
+            resolve(&root, p.as_bytes(), Start::default(), follow)
                 .map(|r| String::from_utf8_lossy(&r).into_owned())
         };
         // An absolute link, a relative `..` after a link (the link's target's parent).
@@ -427,10 +438,13 @@ mod tests {
         let mut named = d.as_os_str().as_bytes().to_vec();
         named.extend_from_slice(b"/\xff/k");
         assert_eq!(
-            resolve(&root, &named, 0, true),
+            resolve(&root, &named, Start::default(), true),
             Some(at("real/secret").into_bytes())
         );
-        assert_eq!(resolve(&root, &named, 0, false), Some(named.clone()));
+        assert_eq!(
+            resolve(&root, &named, Start::default(), false),
+            Some(named.clone())
+        );
         assert_eq!(
             walk(&at("gone (deleted)/../k"), true),
             Some(at("real/secret"))
@@ -440,23 +454,41 @@ mod tests {
         std::os::unix::fs::symlink(d.join("real/sub"), d.join("cwd (deleted)")).unwrap();
         let base = at("cwd (deleted)");
         let from_cwd = format!("{base}/../k");
-        let trusting = |n| resolve(&root, from_cwd.as_bytes(), n, true);
-        assert_eq!(trusting(base.len()), Some(at("real/secret").into_bytes()));
-        assert_eq!(trusting(0), Some(at("real/k").into_bytes()));
+        let trusting =
+            |len, removed| resolve(&root, from_cwd.as_bytes(), Start { len, removed }, true);
+        assert_eq!(
+            trusting(base.len(), true),
+            Some(at("real/secret").into_bytes())
+        );
+        assert_eq!(trusting(0, false), Some(at("real/k").into_bytes()));
         // Nothing is looked up beneath a removed folder: whatever now has its name (a folder
         // with a link in it here) is not the folder the task is in.
         std::fs::create_dir(d.join("gone2 (deleted)")).unwrap();
         std::os::unix::fs::symlink(d.join("real/secret"), d.join("gone2 (deleted)/x")).unwrap();
         let inside = format!("{}/x", at("gone2 (deleted)"));
         let base = at("gone2 (deleted)").len();
-        let got = resolve(&root, inside.as_bytes(), base, true);
+        let removed = Start {
+            len: base,
+            removed: true,
+        };
+        let got = resolve(&root, inside.as_bytes(), removed, true);
         assert_eq!(got, Some(inside.clone().into_bytes()));
+        // A folder only named like that, not removed, is walked beneath.
+        let named = Start {
+            len: base,
+            removed: false,
+        };
+        let got = resolve(&root, inside.as_bytes(), named, true);
+        assert_eq!(got, Some(at("real/secret").into_bytes()));
         assert_eq!(walk(&inside, true), Some(at("real/secret")));
         // A relative path as long as the kernel takes, joined to its folder's name, is walked.
         let long = format!("{}/{}k", d.display(), "./".repeat(2046));
         assert!(long.len() > MAX_PATH);
-        let trusted = d.as_os_str().len();
-        let got = resolve(&root, long.as_bytes(), trusted, true);
+        let from_d = Start {
+            len: d.as_os_str().len(),
+            removed: false,
+        };
+        let got = resolve(&root, long.as_bytes(), from_d, true);
         assert_eq!(got, Some(at("real/secret").into_bytes()));
         // Bounded work: links that each add thousands of `.` give up, as does a walk that
         // grows past twice the longest path.
@@ -476,10 +508,13 @@ mod tests {
             std::os::unix::fs::symlink(next, d.join(format!("g{i}"))).unwrap();
         }
         assert_eq!(walk(&at("g0"), true), None);
-        // A relative name (its folder unknown) is left as it is.
+        // A relative name (its folder unknown) is left as it is, and says so.
         let mut rel = json!({ "path": "k", "access": "read", "op": "open" });
         assert!(apply(Some(&root), EventKind::FileOpen, &mut rel, &[]).is_empty());
-        assert_eq!(rel, json!({ "path": "k", "access": "read", "op": "open" }));
+        assert_eq!(
+            rel,
+            json!({ "path": "k", "access": "read", "op": "open", "path_unresolved": true })
+        );
         // A loop ends the walk; /proc is never walked.
         assert_eq!(walk(&at("loop"), true), None);
         assert_eq!(walk("/proc/self/root/etc/passwd", true), None);

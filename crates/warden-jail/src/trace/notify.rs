@@ -310,7 +310,7 @@ fn path_arg(pid: i32, dirfd: Option<u64>, addr: u64) -> Option<String> {
     use std::os::unix::ffi::{OsStrExt, OsStringExt};
     let p = read_cstr_bytes(pid, addr)?;
     if p.starts_with(b"/") {
-        return Some(keep(p, 0));
+        return Some(keep(p, super::links::Start::default()));
     }
     // `int` arguments: the kernel reads the low 32 bits, and so do we.
     let folder = match dirfd.map(low_i32) {
@@ -319,14 +319,20 @@ fn path_arg(pid: i32, dirfd: Option<u64>, addr: u64) -> Option<String> {
     };
     Some(match std::fs::read_link(&folder) {
         Ok(b) => {
-            let trusted = b.as_os_str().len();
+            use std::os::unix::fs::MetadataExt;
+            // Removed, by its link count (a folder may also be named `… (deleted)`).
+            let removed = std::fs::metadata(&folder).is_ok_and(|m| m.nlink() == 0);
+            let start = super::links::Start {
+                len: b.as_os_str().len(),
+                removed,
+            };
             let abs = b.join(std::ffi::OsStr::from_bytes(&p));
-            keep(abs.into_os_string().into_vec(), trusted)
+            keep(abs.into_os_string().into_vec(), start)
         }
         // A folder the kernel will not name (deeper than a page): the file's own name, where
         // it exists and no link leads to it.
         Err(_) => match named_from(&folder, &p) {
-            Some(abs) => keep(abs, 0),
+            Some(abs) => keep(abs, super::links::Start::default()),
             None => String::from_utf8_lossy(&p).into_owned(),
         },
     })
@@ -360,9 +366,8 @@ pub struct PathArg {
     /// The bytes it wrote, when they are not UTF-8 (both strings above are then lossy): links
     /// are followed through the folders it really named.
     pub bytes: Option<Vec<u8>>,
-    /// Bytes at the start that are the kernel's name of the folder a relative path starts
-    /// from (see [`super::links::resolve`]); 0 for an absolute path.
-    pub trusted: usize,
+    /// Where a relative path starts (see [`super::links::Start`]).
+    pub start: super::links::Start,
 }
 
 impl PathArg {
@@ -377,10 +382,10 @@ thread_local! {
     static PATHS: std::cell::RefCell<Vec<PathArg>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Keep `abs` (an absolute path the program gave, its first `trusted` bytes the kernel's name
-/// of the folder it started from) aside and return it as recorded: `.` and `..` resolved
-/// lexically, so `/tmp/../home/x` is recorded (and judged by the rules) as `/home/x`.
-fn keep(abs: Vec<u8>, trusted: usize) -> String {
+/// Keep `abs` (an absolute path the program gave, starting at `start`) aside and return it as
+/// recorded: `.` and `..` resolved lexically, so `/tmp/../home/x` is recorded (and judged by
+/// the rules) as `/home/x`.
+fn keep(abs: Vec<u8>, start: super::links::Start) -> String {
     let written = String::from_utf8_lossy(&abs).into_owned();
     let recorded = normalize(&written);
     let bytes = std::str::from_utf8(&abs).is_err().then_some(abs);
@@ -389,7 +394,7 @@ fn keep(abs: Vec<u8>, trusted: usize) -> String {
             recorded: recorded.clone(),
             written,
             bytes,
-            trusted,
+            start,
         });
     });
     recorded
@@ -823,6 +828,26 @@ impl Tracer {
         }
     }
 
+    /// Remember `new`, the name `old` (written by process `tgid`) may have after a rename. With
+    /// the lists full, the new name takes the old one's place instead (the rename most likely
+    /// worked), so a program cannot fill them first and then move its loot out of sight.
+    fn remember_renamed(&mut self, tgid: i32, old: &[u8], new: Vec<u8>) {
+        let full = self.written_total >= MAX_WRITTEN_TOTAL
+            || self
+                .written
+                .get(&tgid)
+                .is_some_and(|l| l.len() >= MAX_WRITTEN);
+        if !full {
+            return self.remember(tgid, new);
+        }
+        if let Some(list) = self.written.get_mut(&tgid)
+            && !list.contains(&new)
+            && let Some(p) = list.iter_mut().find(|p| p.as_slice() == old)
+        {
+            *p = new;
+        }
+    }
+
     /// `exact`: the event's paths as bytes (see [`super::links::Exact`]).
     fn record(
         &mut self,
@@ -872,7 +897,7 @@ impl Tracer {
         if kind == EventKind::FileRename
             && let (Some(from), Some(to)) = (exact_of("from"), exact_of("to"))
         {
-            let moved: Vec<(i32, Vec<u8>)> = self
+            let moved: Vec<(i32, Vec<u8>, Vec<u8>)> = self
                 .written
                 .iter()
                 .flat_map(|(t, list)| list.iter().map(move |p| (*t, p)))
@@ -880,11 +905,11 @@ impl Tracer {
                     [renamed(p, from, to), renamed(p, to, from)]
                         .into_iter()
                         .flatten()
-                        .map(move |n| (t, n))
+                        .map(move |n| (t, p.clone(), n))
                 })
                 .collect();
-            for (t, p) in moved {
-                self.remember(t, p);
+            for (t, old, new) in moved {
+                self.remember_renamed(t, &old, new);
             }
         }
         if kind == EventKind::EnvRead

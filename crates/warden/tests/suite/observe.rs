@@ -218,8 +218,8 @@ fn python_events(py: &str, kind: &str) -> Vec<Value> {
 #[test]
 pub fn a_written_file_is_scanned_under_its_last_name_utf8_or_not() {
     // Loot staged under names the tracer records lossily, one of them renamed after writing,
-    // loot whose folder is renamed after writing, and loot whose folder a rename that fails
-    // would have moved.
+    // loot whose folder is renamed after writing, loot whose folder a rename that fails would
+    // have moved, and loot renamed once junk has filled the list of written files.
     let py = r#"
 import os
 loot = open(os.environ["HOME"] + "/.npmrc", "rb").read()
@@ -235,6 +235,10 @@ try:
     os.rename("/tmp/keep", "/tmp/keep/inside")
 except OSError:
     pass
+open("/tmp/last", "wb").write(open(os.environ["HOME"] + "/.env", "rb").read())
+for i in range(80):
+    open(f"/tmp/junk{i}", "wb").close()
+os.rename("/tmp/last", "/tmp/hidden")
 "#;
     let seen = python_events(py, "canary.seen");
     for (path, planted) in [
@@ -242,6 +246,7 @@ except OSError:
         ("/tmp/\u{FFFD}-b", "file:~/.git-credentials"),
         ("/tmp/moved/kube", "file:~/.kube/config"),
         ("/tmp/keep/aws", "file:~/.aws/credentials"),
+        ("/tmp/hidden", "file:~/.env"),
     ] {
         assert!(
             seen.iter().any(|e| e["data"]["where"] == "file"
@@ -524,8 +529,9 @@ pub fn a_link_of_the_programs_own_does_not_hide_what_it_opens() {
 pub fn a_folder_the_tracer_cannot_name_does_not_hide_a_link_behind_it() {
     // A `..` out of a folder whose name the tracer reads differently from the kernel — one
     // that is not UTF-8, the program's own removed working directory (`/tmp/d (deleted)`) —
-    // back to a planted link (also with a link planted under the removed folder's name), and a
-    // link inside the folder that is not UTF-8: the decoy is still recorded as what was opened.
+    // back to a planted link (also with a link planted under the removed folder's name), a link
+    // inside the folder that is not UTF-8, and one inside a folder only named like a removed
+    // one: the decoy is still recorded as what was opened.
     let py = r#"
 import os
 home = os.environ["HOME"]
@@ -542,6 +548,10 @@ open("../k2", "rb").read()
 os.symlink(home + "/.kube/config", "/tmp/k4")
 os.symlink("/usr/lib", "/tmp/d (deleted)")
 open("../k4", "rb").read()
+os.mkdir("/tmp/e (deleted)")
+os.chdir("/tmp/e (deleted)")
+os.symlink(home + "/.config/gh/hosts.yml", "k5")
+open("k5", "rb").read()
 "#;
     let opened = python_events(py, "file.open");
     for (decoy, link) in [
@@ -549,6 +559,7 @@ open("../k4", "rb").read()
         ("/home/sandbox/.git-credentials", "/tmp/k2"),
         ("/home/sandbox/.docker/config.json", "/tmp/\u{FFFD}/k3"),
         ("/home/sandbox/.kube/config", "/tmp/k4"),
+        ("/home/sandbox/.config/gh/hosts.yml", "/tmp/e (deleted)/k5"),
     ] {
         let e = opened
             .iter()
