@@ -8,10 +8,11 @@
 //! Guarantees: paths are walked as the bytes the program gave (a name need not be UTF-8; events
 //! show it lossily); the start of a relative path is the kernel's own name of its folder, never
 //! looked up again; at most [`MAX_LINKS`] links and [`MAX_STEPS`] components, a walk that gives
-//! up says so in the event (`path_unresolved`); never through the jail's `/proc` (whose `self`
-//! would be the tracer's); only paths that can meet a link the program made are walked (under
-//! the folders it may write, or climbing with `..`), so the system's own files cost nothing
-//! more. What it cannot promise: the walk happens while the task is stopped, before the
+//! up says so in the event (`path_unresolved`); `/proc`'s links are taken as the stopped task's
+//! (a process's root is the jail's, `self`'s working folder and descriptors are named by the
+//! kernel; nothing in the tracer's own `/proc` is looked up); only paths that can meet a link
+//! the program made are walked (under the folders it may write, through `/proc` or `/dev/fd`,
+//! or climbing with `..`), so the system's own files cost nothing more. What it cannot promise: the walk happens while the task is stopped, before the
 //! kernel's own; a program that swaps a link between the two (a race it would have to win) can
 //! still be recorded under the name it used. A relative path whose folder the tracer cannot
 //! name (deeper than the kernel will print) is recorded as written and not walked.
@@ -38,13 +39,83 @@ const WRITABLE: &[&str] = &[
     "/run",
 ];
 
+/// `/proc` and the links into it: a process's root, working folder and descriptors lead
+/// anywhere (`/proc/self/root/home/…`, `/dev/fd/3/…`).
+const MAGIC: &[&str] = &[
+    "/proc",
+    "/dev/fd",
+    "/dev/stdin",
+    "/dev/stdout",
+    "/dev/stderr",
+];
+
 /// Whether `raw` (an absolute path as the program gave it) can lead through a link of the
-/// program's own.
+/// program's own, or through `/proc`.
 fn may_meet_a_link(raw: &str) -> bool {
     raw.contains("/..")
         || WRITABLE
             .iter()
+            .chain(MAGIC)
             .any(|w| raw == *w || raw.strip_prefix(w).is_some_and(|r| r.starts_with('/')))
+}
+
+/// What a path under `/proc` names, from its components after `proc` (consumed when it is
+/// one of the links that lead elsewhere).
+enum Proc {
+    /// A process's root: the jail's, which every process in it shares (`chroot` is denied).
+    Root,
+    /// A working folder or descriptor of the stopped task: the kernel's own name of it, and
+    /// whether it is a removed folder.
+    Named(Vec<u8>, bool),
+    /// Another process's working folder or descriptor: not followed here.
+    Elsewhere,
+    /// A file of `/proc` itself.
+    Plain,
+}
+
+fn is_pid(c: &[u8]) -> bool {
+    !c.is_empty() && c.iter().all(u8::is_ascii_digit)
+}
+
+/// Read `/proc/<who>/…` off the front of `todo` for task `task` (its pid in our namespace).
+fn proc_link(todo: &mut std::collections::VecDeque<Vec<u8>>, task: Option<i32>) -> Proc {
+    use std::os::unix::ffi::OsStringExt;
+    use std::os::unix::fs::MetadataExt;
+    let at = |i: usize| todo.get(i).map(Vec::as_slice);
+    let own = matches!(at(0), Some(b"self" | b"thread-self"));
+    if !own && !at(0).is_some_and(is_pid) {
+        return Proc::Plain;
+    }
+    // `/proc/<pid>/task/<tid>/…` is the same task's.
+    let skip = if at(1) == Some(b"task") && at(2).is_some_and(is_pid) {
+        3
+    } else {
+        1
+    };
+    let link = match (at(skip), at(skip + 1)) {
+        (Some(b"root"), _) => {
+            todo.drain(..=skip);
+            return Proc::Root;
+        }
+        (Some(b"cwd"), _) => "cwd".to_owned(),
+        (Some(b"fd"), Some(n)) if is_pid(n) => format!("fd/{}", String::from_utf8_lossy(n)),
+        _ => return Proc::Plain,
+    };
+    let (Some(task), true) = (task, own) else {
+        return Proc::Elsewhere;
+    };
+    let place = format!("/proc/{task}/{link}");
+    let Ok(name) = std::fs::read_link(&place) else {
+        return Proc::Elsewhere;
+    };
+    let name = name.into_os_string().into_vec();
+    if !name.starts_with(b"/") {
+        // A socket, a pipe: not a file of the tree.
+        return Proc::Plain;
+    }
+    let removed = std::fs::metadata(&place).is_ok_and(|m| m.nlink() == 0);
+    todo.drain(..skip + if link == "cwd" { 1 } else { 2 });
+    Proc::Named(name, removed)
 }
 
 /// Task `pid`'s root, held (`O_PATH`) for resolving the paths it names.
@@ -144,13 +215,16 @@ fn resolved_by_kernel(root: BorrowedFd<'_>, raw: &[u8], follow_last: bool) -> Op
 
 /// Where a relative path starts: the kernel's own name of its folder (the task's working
 /// folder or `dirfd`), the first `len` bytes of the path, and whether that folder was removed
-/// (its name then ends in ` (deleted)`). Absolute paths start at `len` 0.
+/// (its name then ends in ` (deleted)`). Absolute paths start at `len` 0. `task`: the stopped
+/// task (its pid in our namespace), whose `/proc/self` links are followed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Start {
     /// Bytes of the path that name the folder.
     pub len: usize,
     /// The folder was removed (no link to it is left).
     pub removed: bool,
+    /// The task that named the path.
+    pub task: Option<i32>,
 }
 
 /// `raw` resolved inside `root` (a task's root): links followed (the last component only with
@@ -181,9 +255,10 @@ pub fn resolve(
     for c in components(&raw[..trusted]) {
         walked.push(c);
     }
-    // A removed folder is empty: nothing is looked up beneath it (the name it had may be a
-    // link of the program's by now), until a `..` leaves it.
-    let mut removed = start.removed.then_some(walked.starts.len());
+    // Nothing is looked up beneath a removed folder (it is empty; the name it had may be a
+    // link of the program's by now) or beneath `/proc` (the tracer's own is not the task's),
+    // until a `..` leaves it: the depth of that folder.
+    let mut opaque = start.removed.then_some(walked.starts.len());
     let mut todo: std::collections::VecDeque<Vec<u8>> =
         components(&raw[trusted..]).map(<[u8]>::to_vec).collect();
     let (mut links, mut steps) = (0, 0);
@@ -196,16 +271,28 @@ pub fn resolve(
             b"." => continue,
             b".." => {
                 walked.pop();
-                removed = removed.filter(|depth| walked.starts.len() >= *depth);
+                opaque = opaque.filter(|depth| walked.starts.len() >= *depth);
                 continue;
             }
             _ => {}
         }
         if walked.starts.is_empty() && c == b"proc" {
-            return None;
+            match proc_link(&mut todo, start.task) {
+                Proc::Root => continue,
+                Proc::Named(name, gone) => {
+                    for c in components(&name) {
+                        walked.push(c);
+                    }
+                    opaque = gone.then_some(walked.starts.len());
+                    continue;
+                }
+                Proc::Elsewhere => return None,
+                // A file of `/proc` itself: recorded as named.
+                Proc::Plain => opaque = Some(1),
+            }
         }
         walked.push(&c);
-        if (todo.is_empty() && !follow_last) || removed.is_some() {
+        if (todo.is_empty() && !follow_last) || opaque.is_some() {
             continue;
         }
         if let Some(target) = link_at(root.as_fd(), &walked.path) {
@@ -217,7 +304,7 @@ pub fn resolve(
             }
             if target.starts_with(b"/") {
                 walked.clear();
-                removed = None;
+                opaque = None;
             }
             let mut next: std::collections::VecDeque<Vec<u8>> =
                 components(target).map(<[u8]>::to_vec).collect();
@@ -383,15 +470,12 @@ mod tests {
             "/workspace/a/b",
             "/home/sandbox/x",
             "/usr/../tmp/k",
+            "/proc/self/root/home/sandbox/.npmrc",
+            "/dev/fd/3/x",
         ] {
             assert!(may_meet_a_link(yes), "{yes}");
         }
-        for no in [
-            "/usr/lib/libz.so",
-            "/etc/passwd",
-            "/tmpfoo",
-            "/proc/self/status",
-        ] {
+        for no in ["/usr/lib/libz.so", "/etc/passwd", "/tmpfoo", "/dev/null"] {
             assert!(!may_meet_a_link(no), "{no}");
         }
     }
@@ -454,8 +538,14 @@ mod tests {
         std::os::unix::fs::symlink(d.join("real/sub"), d.join("cwd (deleted)")).unwrap();
         let base = at("cwd (deleted)");
         let from_cwd = format!("{base}/../k");
-        let trusting =
-            |len, removed| resolve(&root, from_cwd.as_bytes(), Start { len, removed }, true);
+        let trusting = |len, removed| {
+            let start = Start {
+                len,
+                removed,
+                task: None,
+            };
+            resolve(&root, from_cwd.as_bytes(), start, true)
+        };
         assert_eq!(
             trusting(base.len(), true),
             Some(at("real/secret").into_bytes())
@@ -470,6 +560,7 @@ mod tests {
         let removed = Start {
             len: base,
             removed: true,
+            task: None,
         };
         let got = resolve(&root, inside.as_bytes(), removed, true);
         assert_eq!(got, Some(inside.clone().into_bytes()));
@@ -477,6 +568,7 @@ mod tests {
         let named = Start {
             len: base,
             removed: false,
+            task: None,
         };
         let got = resolve(&root, inside.as_bytes(), named, true);
         assert_eq!(got, Some(at("real/secret").into_bytes()));
@@ -487,6 +579,7 @@ mod tests {
         let from_d = Start {
             len: d.as_os_str().len(),
             removed: false,
+            task: None,
         };
         let got = resolve(&root, long.as_bytes(), from_d, true);
         assert_eq!(got, Some(at("real/secret").into_bytes()));
@@ -515,9 +608,38 @@ mod tests {
             rel,
             json!({ "path": "k", "access": "read", "op": "open", "path_unresolved": true })
         );
-        // A loop ends the walk; /proc is never walked.
+        // Through `/proc`'s links: a process's root is the jail's (here, ours), the stopped
+        // task's working folder and descriptors are what the kernel names them; a file of
+        // `/proc` itself is its own name; another process's working folder is not followed.
+        let me = Start {
+            task: Some(i32::try_from(std::process::id()).unwrap()),
+            ..Start::default()
+        };
+        let via = |p: String| {
+            resolve(&root, p.as_bytes(), me, true).map(|r| String::from_utf8_lossy(&r).into_owned())
+        };
+        assert_eq!(
+            via(format!("/proc/self/root{}", at("k"))),
+            Some(at("real/secret"))
+        );
+        assert_eq!(
+            via(format!("/proc/thread-self/root/{}", at("k"))),
+            Some(at("real/secret"))
+        );
+        let dir = std::fs::File::open(d.join("real")).unwrap();
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&dir);
+        assert_eq!(
+            via(format!("/proc/self/fd/{fd}/secret")),
+            Some(at("real/secret"))
+        );
+        assert_eq!(
+            via("/proc/self/status".into()),
+            Some("/proc/self/status".into())
+        );
+        assert_eq!(via("/proc/1/cwd/x".into()), None);
+        // A loop ends the walk; without a task, its `/proc/self` links are not followed.
         assert_eq!(walk(&at("loop"), true), None);
-        assert_eq!(walk("/proc/self/root/etc/passwd", true), None);
+        assert_eq!(walk("/proc/self/cwd/etc/passwd", true), None);
         let mut data = json!({ "path": at("k"), "access": "read", "op": "open" });
         // (The walk only starts in the jail's writable folders; a temporary folder is one.)
         if may_meet_a_link(&at("k")) {

@@ -310,7 +310,7 @@ fn path_arg(pid: i32, dirfd: Option<u64>, addr: u64) -> Option<String> {
     use std::os::unix::ffi::{OsStrExt, OsStringExt};
     let p = read_cstr_bytes(pid, addr)?;
     if p.starts_with(b"/") {
-        return Some(keep(p, super::links::Start::default()));
+        return Some(keep(p, from_root(pid)));
     }
     // `int` arguments: the kernel reads the low 32 bits, and so do we.
     let folder = match dirfd.map(low_i32) {
@@ -325,6 +325,7 @@ fn path_arg(pid: i32, dirfd: Option<u64>, addr: u64) -> Option<String> {
             let start = super::links::Start {
                 len: b.as_os_str().len(),
                 removed,
+                task: Some(pid),
             };
             let abs = b.join(std::ffi::OsStr::from_bytes(&p));
             keep(abs.into_os_string().into_vec(), start)
@@ -332,7 +333,7 @@ fn path_arg(pid: i32, dirfd: Option<u64>, addr: u64) -> Option<String> {
         // A folder the kernel will not name (deeper than a page): the file's own name, where
         // it exists and no link leads to it.
         Err(_) => match named_from(&folder, &p) {
-            Some(abs) => keep(abs, super::links::Start::default()),
+            Some(abs) => keep(abs, from_root(pid)),
             None => String::from_utf8_lossy(&p).into_owned(),
         },
     })
@@ -354,6 +355,14 @@ fn named_from(folder: &str, rel: &[u8]) -> Option<Vec<u8>> {
     super::links::name_of(&file)
         .map(std::ffi::OsString::into_vec)
         .filter(|n| n.starts_with(b"/"))
+}
+
+/// Where an absolute path named by task `pid` starts.
+fn from_root(pid: i32) -> super::links::Start {
+    super::links::Start {
+        task: Some(pid),
+        ..Default::default()
+    }
 }
 
 /// One path argument of the syscall being decoded.

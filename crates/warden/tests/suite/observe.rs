@@ -188,6 +188,38 @@ pub fn environment_reads_are_observed_in_python_node_and_c() {
 }
 
 #[test]
+pub fn a_path_through_procs_links_is_recorded_as_the_file_it_reaches() {
+    // A process's root, its working folder and a descriptor of a folder, named through /proc
+    // and /dev/fd: each read is recorded as the decoy it reaches.
+    let py = r#"
+import os
+home = os.environ["HOME"]
+open("/proc/self/root" + home + "/.npmrc", "rb").read()
+os.chdir("/tmp")
+open("/proc/thread-self/cwd/.." + home + "/.ssh/config", "rb").read()
+fd = os.open(home, os.O_RDONLY | os.O_DIRECTORY)
+open(f"/dev/fd/{fd}/.docker/config.json", "rb").read()
+open("/proc/self/status", "rb").read()
+"#;
+    let opened = python_events(py, "file.open");
+    for decoy in [".npmrc", ".ssh/config", ".docker/config.json"] {
+        let path = format!("/home/sandbox/{decoy}");
+        let e = opened
+            .iter()
+            .find(|e| e["data"]["path"] == path.as_str())
+            .unwrap_or_else(|| panic!("{path}: {opened:?}"));
+        assert!(e["data"]["link_path"].is_string(), "{e}");
+    }
+    // A file of /proc itself keeps its name.
+    assert!(
+        opened
+            .iter()
+            .any(|e| e["data"]["path"] == "/proc/self/status"),
+        "{opened:?}"
+    );
+}
+
+#[test]
 pub fn a_working_folder_too_deep_to_name_does_not_hide_what_is_opened_from_it() {
     // The kernel will not print a working folder deeper than a page; a relative path that
     // climbs out of it to a decoy is still recorded by the decoy's name.
