@@ -77,20 +77,54 @@ fn is_pid(c: &[u8]) -> bool {
     !c.is_empty() && c.iter().all(u8::is_ascii_digit)
 }
 
-/// Read `/proc/<who>/…` off the front of `todo` for task `task` (its pid in our namespace).
-fn proc_link(todo: &mut std::collections::VecDeque<Vec<u8>>, task: Option<i32>) -> Proc {
+/// The stopped task, for `/proc`'s links: its pid in our namespace and in the jail's, and
+/// its process's (thread group's) in each.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Who {
+    /// The thread, in our pid namespace.
+    pub task: i32,
+    /// Its process, in our pid namespace.
+    pub process: i32,
+    /// The thread, in the jail's.
+    pub inner_task: Option<i32>,
+    /// Its process, in the jail's.
+    pub inner_process: Option<i32>,
+}
+
+impl Who {
+    /// Our pid of the jail's `/proc/<name>` (`self`, `thread-self` or a number), when it is
+    /// the stopped task or its process.
+    fn ours(&self, name: &[u8]) -> Option<i32> {
+        let n: Option<i32> = std::str::from_utf8(name).ok().and_then(|n| n.parse().ok());
+        match name {
+            b"self" => Some(self.process),
+            b"thread-self" => Some(self.task),
+            _ if n.is_some() && n == self.inner_task => Some(self.task),
+            _ if n.is_some() && n == self.inner_process => Some(self.process),
+            _ => None,
+        }
+    }
+}
+
+/// Read `/proc/<who>/…` off the front of `todo` (no `.` in it) for the stopped task `who`.
+fn proc_link(todo: &mut std::collections::VecDeque<Vec<u8>>, who: Option<Who>) -> Proc {
     use std::os::unix::ffi::OsStringExt;
     use std::os::unix::fs::MetadataExt;
     let at = |i: usize| todo.get(i).map(Vec::as_slice);
-    let own = matches!(at(0), Some(b"self" | b"thread-self"));
-    if !own && !at(0).is_some_and(is_pid) {
-        return Proc::Plain;
+    let pid_like =
+        |c: Option<&[u8]>| c.is_some_and(|c| matches!(c, b"self" | b"thread-self") || is_pid(c));
+    // A `..` beneath `/proc`, short of one of the links below, is taken where the kernel is,
+    // which the text alone does not say (`/proc/self/task/../root`, `/proc/net/../cwd`): not
+    // followed. (Past the link, the walk takes it.)
+    let climbs = todo.iter().any(|c| c == b"..");
+    if !pid_like(at(0)) {
+        return if climbs { Proc::Elsewhere } else { Proc::Plain };
     }
-    // `/proc/<pid>/task/<tid>/…` is the same task's.
-    let skip = if at(1) == Some(b"task") && at(2).is_some_and(is_pid) {
-        3
+    // `/proc/<pid>/task/<tid>/…`: that thread's.
+    let (name, skip) = if at(1) == Some(b"task") && at(2).is_some_and(is_pid) {
+        (at(2), 3)
     } else {
-        1
+        (at(0), 1)
     };
     let link = match (at(skip), at(skip + 1)) {
         (Some(b"root"), _) => {
@@ -99,19 +133,20 @@ fn proc_link(todo: &mut std::collections::VecDeque<Vec<u8>>, task: Option<i32>) 
         }
         (Some(b"cwd"), _) => "cwd".to_owned(),
         (Some(b"fd"), Some(n)) if is_pid(n) => format!("fd/{}", String::from_utf8_lossy(n)),
+        _ if climbs => return Proc::Elsewhere,
         _ => return Proc::Plain,
     };
-    let (Some(task), true) = (task, own) else {
+    let Some(pid) = who.zip(name).and_then(|(w, n)| w.ours(n)) else {
         return Proc::Elsewhere;
     };
-    let place = format!("/proc/{task}/{link}");
+    let place = format!("/proc/{pid}/{link}");
     let Ok(name) = std::fs::read_link(&place) else {
         return Proc::Elsewhere;
     };
     let name = name.into_os_string().into_vec();
     if !name.starts_with(b"/") {
         // A socket, a pipe: not a file of the tree.
-        return Proc::Plain;
+        return if climbs { Proc::Elsewhere } else { Proc::Plain };
     }
     let removed = std::fs::metadata(&place).is_ok_and(|m| m.nlink() == 0);
     todo.drain(..skip + if link == "cwd" { 1 } else { 2 });
@@ -159,8 +194,10 @@ impl Walked {
     }
 }
 
+/// The names of a path, without the empty ones and `.` (which the kernel passes over).
 fn components(p: &[u8]) -> impl Iterator<Item = &[u8]> {
-    p.split(|b| *b == b'/').filter(|c| !c.is_empty())
+    p.split(|b| *b == b'/')
+        .filter(|c| !c.is_empty() && *c != b".")
 }
 
 /// The kernel's name of an open file (`/proc/self/fd/N`): for a file of the jail's, its path
@@ -224,7 +261,7 @@ pub struct Start {
     /// The folder was removed (no link to it is left).
     pub removed: bool,
     /// The task that named the path.
-    pub task: Option<i32>,
+    pub who: Option<Who>,
 }
 
 /// `raw` resolved inside `root` (a task's root): links followed (the last component only with
@@ -232,16 +269,25 @@ pub struct Start {
 /// program gave (names need not be UTF-8), and so is the result. Its `start` (see [`Start`])
 /// is real folders, taken as they are and never looked up again: after `rmdir` of the working
 /// folder its name ends in ` (deleted)`, and a link the program plants under that name must
-/// not redirect a `..` out of it. `None` when it leads through `/proc`, past the limits, or
-/// cannot be read.
+/// not redirect a `..` out of it. `None` when it leads through another process's working
+/// folder or descriptor, past the limits, or cannot be read.
 pub fn resolve(
     root: &std::fs::File,
     raw: &[u8],
     start: Start,
     follow_last: bool,
 ) -> Option<Vec<u8>> {
-    let trusted = start.len;
     use std::os::unix::ffi::OsStrExt;
+    // A folder of `/proc` (a working folder there, a descriptor of it) is no place to start
+    // from as named: its links are the task's, taken from the root below.
+    let in_proc = raw
+        .strip_prefix(b"/proc")
+        .is_some_and(|r| r.is_empty() || r[0] == b'/');
+    let trusted = if in_proc { 0 } else { start.len };
+    let start = Start {
+        removed: start.removed && !in_proc,
+        ..start
+    };
     // A folder's name and a relative path, each up to the kernel's longest.
     if raw.len() > 2 * MAX_PATH + 1 || !raw.starts_with(b"/") || trusted > raw.len() {
         return None;
@@ -277,7 +323,7 @@ pub fn resolve(
             _ => {}
         }
         if walked.starts.is_empty() && c == b"proc" {
-            match proc_link(&mut todo, start.task) {
+            match proc_link(&mut todo, start.who) {
                 Proc::Root => continue,
                 Proc::Named(name, gone) => {
                     for c in components(&name) {
@@ -542,7 +588,7 @@ mod tests {
             let start = Start {
                 len,
                 removed,
-                task: None,
+                who: None,
             };
             resolve(&root, from_cwd.as_bytes(), start, true)
         };
@@ -560,7 +606,7 @@ mod tests {
         let removed = Start {
             len: base,
             removed: true,
-            task: None,
+            who: None,
         };
         let got = resolve(&root, inside.as_bytes(), removed, true);
         assert_eq!(got, Some(inside.clone().into_bytes()));
@@ -568,7 +614,7 @@ mod tests {
         let named = Start {
             len: base,
             removed: false,
-            task: None,
+            who: None,
         };
         let got = resolve(&root, inside.as_bytes(), named, true);
         assert_eq!(got, Some(at("real/secret").into_bytes()));
@@ -579,17 +625,18 @@ mod tests {
         let from_d = Start {
             len: d.as_os_str().len(),
             removed: false,
-            task: None,
+            who: None,
         };
         let got = resolve(&root, long.as_bytes(), from_d, true);
         assert_eq!(got, Some(at("real/secret").into_bytes()));
-        // Bounded work: links that each add thousands of `.` give up, as does a walk that
+        // Bounded work: links that each add thousands of `..` give up, as does a walk that
         // grows past twice the longest path.
-        for i in 0..10 {
-            let next = format!("{}c{}", "./".repeat(2000), i + 1);
+        let down = d.display().to_string();
+        for i in 0..14 {
+            let next = format!("{}{}/c{}", "../".repeat(1300), &down[1..], i + 1);
             std::os::unix::fs::symlink(next, d.join(format!("c{i}"))).unwrap();
         }
-        std::os::unix::fs::symlink(d.join("real/secret"), d.join("c10")).unwrap();
+        std::os::unix::fs::symlink(d.join("real/secret"), d.join("c14")).unwrap();
         assert_eq!(walk(&at("c0"), true), None);
         // The event then names what the kernel reaches.
         let mut far = json!({ "path": at("c0"), "access": "read", "op": "open" });
@@ -612,7 +659,11 @@ mod tests {
         // task's working folder and descriptors are what the kernel names them; a file of
         // `/proc` itself is its own name; another process's working folder is not followed.
         let me = Start {
-            task: Some(i32::try_from(std::process::id()).unwrap()),
+            who: Some(Who {
+                task: i32::try_from(std::process::id()).unwrap(),
+                process: i32::try_from(std::process::id()).unwrap(),
+                ..Who::default()
+            }),
             ..Start::default()
         };
         let via = |p: String| {
@@ -637,6 +688,34 @@ mod tests {
             Some("/proc/self/status".into())
         );
         assert_eq!(via("/proc/1/cwd/x".into()), None);
+        // `.` is passed over; a `..` beneath /proc short of its links is not taken by its text.
+        let secret = Some(at("real/secret"));
+        assert_eq!(via(format!("/proc/./self/./root{}", at("k"))), secret);
+        assert_eq!(via(format!("/proc/self/task/../root{}", at("k"))), None);
+        assert_eq!(via(format!("/proc/net/../cwd{}", at("k"))), None);
+        assert_eq!(via(format!("/proc/self/root/tmp/..{}", at("k"))), secret);
+        // A working folder in /proc: its links are still the task's.
+        let in_proc = format!("/proc/self/root{}", at("k"));
+        let from_proc = Start {
+            len: "/proc".len(),
+            ..me
+        };
+        let got = resolve(&root, in_proc.as_bytes(), from_proc, true);
+        assert_eq!(got, Some(at("real/secret").into_bytes()));
+        // `self` is the process, `thread-self` the stopped thread (here made another one).
+        let me_pid = i32::try_from(std::process::id()).unwrap();
+        let thread = Start {
+            who: Some(Who {
+                task: 1,
+                process: me_pid,
+                ..Who::default()
+            }),
+            ..Start::default()
+        };
+        let through = |p: String| resolve(&root, p.as_bytes(), thread, true);
+        let bytes = Some(at("real/secret").into_bytes());
+        assert_eq!(through(format!("/proc/self/fd/{fd}/secret")), bytes);
+        assert_ne!(through(format!("/proc/thread-self/fd/{fd}/secret")), bytes);
         // A loop ends the walk; without a task, its `/proc/self` links are not followed.
         assert_eq!(walk(&at("loop"), true), None);
         assert_eq!(walk("/proc/self/cwd/etc/passwd", true), None);

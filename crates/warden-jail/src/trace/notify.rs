@@ -310,7 +310,7 @@ fn path_arg(pid: i32, dirfd: Option<u64>, addr: u64) -> Option<String> {
     use std::os::unix::ffi::{OsStrExt, OsStringExt};
     let p = read_cstr_bytes(pid, addr)?;
     if p.starts_with(b"/") {
-        return Some(keep(p, from_root(pid)));
+        return Some(keep(p, from_root()));
     }
     // `int` arguments: the kernel reads the low 32 bits, and so do we.
     let folder = match dirfd.map(low_i32) {
@@ -325,7 +325,7 @@ fn path_arg(pid: i32, dirfd: Option<u64>, addr: u64) -> Option<String> {
             let start = super::links::Start {
                 len: b.as_os_str().len(),
                 removed,
-                task: Some(pid),
+                who: WHO.get(),
             };
             let abs = b.join(std::ffi::OsStr::from_bytes(&p));
             keep(abs.into_os_string().into_vec(), start)
@@ -333,7 +333,7 @@ fn path_arg(pid: i32, dirfd: Option<u64>, addr: u64) -> Option<String> {
         // A folder the kernel will not name (deeper than a page): the file's own name, where
         // it exists and no link leads to it.
         Err(_) => match named_from(&folder, &p) {
-            Some(abs) => keep(abs, from_root(pid)),
+            Some(abs) => keep(abs, from_root()),
             None => String::from_utf8_lossy(&p).into_owned(),
         },
     })
@@ -357,10 +357,10 @@ fn named_from(folder: &str, rel: &[u8]) -> Option<Vec<u8>> {
         .filter(|n| n.starts_with(b"/"))
 }
 
-/// Where an absolute path named by task `pid` starts.
-fn from_root(pid: i32) -> super::links::Start {
+/// Where an absolute path named by the task being decoded starts.
+fn from_root() -> super::links::Start {
     super::links::Start {
-        task: Some(pid),
+        who: WHO.get(),
         ..Default::default()
     }
 }
@@ -387,6 +387,8 @@ impl PathArg {
 }
 
 thread_local! {
+    /// The task being decoded (for `/proc`'s links in its paths).
+    static WHO: std::cell::Cell<Option<super::links::Who>> = const { std::cell::Cell::new(None) };
     /// The path arguments of the syscall being decoded, in the order they were read.
     static PATHS: std::cell::RefCell<Vec<PathArg>> = const { std::cell::RefCell::new(Vec::new()) };
 }
@@ -704,6 +706,12 @@ impl Tracer {
             self.tasks.remove(&pid);
         }
         PATHS.with(|p| p.borrow_mut().clear());
+        WHO.set(Some(super::links::Who {
+            task: pid,
+            process: tgid,
+            inner_task: inner,
+            inner_process: process,
+        }));
         let mut decoded = decode(n.nr, pid, &n.args);
         let paths = PATHS.with(|p| std::mem::take(&mut *p.borrow_mut()));
         if let (Some(raw), Some((_, d))) = (

@@ -200,9 +200,20 @@ open("/proc/thread-self/cwd/.." + home + "/.ssh/config", "rb").read()
 fd = os.open(home, os.O_RDONLY | os.O_DIRECTORY)
 open(f"/dev/fd/{fd}/.docker/config.json", "rb").read()
 open("/proc/self/status", "rb").read()
+open("/proc/./self/./root" + home + "/.git-credentials", "rb").read()
+os.chdir("/proc")
+open("self/root" + home + "/.env", "rb").read()
+open("/proc/self/task/../root" + home + "/.aws/credentials", "rb").read()
 "#;
     let opened = python_events(py, "file.open");
-    for decoy in [".npmrc", ".ssh/config", ".docker/config.json"] {
+    let decoys = [
+        ".npmrc",
+        ".ssh/config",
+        ".docker/config.json",
+        ".git-credentials",
+        ".env",
+    ];
+    for decoy in decoys {
         let path = format!("/home/sandbox/{decoy}");
         let e = opened
             .iter()
@@ -210,11 +221,19 @@ open("/proc/self/status", "rb").read()
             .unwrap_or_else(|| panic!("{path}: {opened:?}"));
         assert!(e["data"]["link_path"].is_string(), "{e}");
     }
-    // A file of /proc itself keeps its name.
+    // A file of /proc itself keeps its name; a `..` beneath /proc is not followed by its
+    // text, and the event says so.
     assert!(
         opened
             .iter()
             .any(|e| e["data"]["path"] == "/proc/self/status"),
+        "{opened:?}"
+    );
+    assert!(
+        opened.iter().any(|e| e["data"]["path_unresolved"] == true
+            && e["data"]["path"]
+                .as_str()
+                .is_some_and(|p| p.ends_with(".aws/credentials"))),
         "{opened:?}"
     );
 }
