@@ -28,35 +28,29 @@ use super::notify::PathArg;
 pub const MAX_LINKS: usize = 40;
 /// Longest path the kernel takes (a link's target, a path argument, a folder's name).
 pub const MAX_PATH: usize = 4096;
-/// Where a program in the jail can make links (or be handed one): everything else is the
-/// read-only system view.
-const WRITABLE: &[&str] = &[
-    "/tmp",
-    "/workspace",
-    "/home",
-    "/dev/shm",
-    "/var/tmp",
-    "/run",
-];
-
-/// `/proc` and the links into it: a process's root, working folder and descriptors lead
-/// anywhere (`/proc/self/root/home/…`, `/dev/fd/3/…`).
-const MAGIC: &[&str] = &[
-    "/proc",
-    "/dev/fd",
-    "/dev/stdin",
-    "/dev/stdout",
-    "/dev/stderr",
+/// The host's system tree, bound read-only into every jail: its links are the host's own, never
+/// the program's, so paths in it are not walked. Everything else may hold a link the program
+/// made or brought (a writable folder, the server's own folder shipped with links in it, an
+/// operator's bind, `/proc` and `/dev/fd`).
+const SYSTEM: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/.warden",
 ];
 
 /// Whether `raw` (an absolute path as the program gave it) can lead through a link of the
-/// program's own, or through `/proc`.
+/// program's own, or through `/proc`. Judged on its names (`//tmp/k` and `/./tmp/k` are
+/// `/tmp/k`).
 fn may_meet_a_link(raw: &str) -> bool {
-    raw.contains("/..")
-        || WRITABLE
-            .iter()
-            .chain(MAGIC)
-            .any(|w| raw == *w || raw.strip_prefix(w).is_some_and(|r| r.starts_with('/')))
+    let names: Vec<&str> = raw
+        .split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .collect();
+    if names.contains(&"..") {
+        return true;
+    }
+    let clean = format!("/{}", names.join("/"));
+    !SYSTEM
+        .iter()
+        .any(|w| clean == *w || clean.strip_prefix(w).is_some_and(|r| r.starts_with('/')))
 }
 
 /// What a path under `/proc` names, from its components after `proc` (consumed when it is
@@ -167,6 +161,9 @@ pub fn open_root(pid: i32) -> Option<std::fs::File> {
 /// twice [`MAX_PATH`] walked, the walk gives up. A path of 40 links, each a long run of
 /// missing folders, is bounded work for the tracer, which every traced task waits on.
 pub const MAX_STEPS: usize = 4 * MAX_PATH;
+/// Names looked up in one walk, at most (each lookup walks its folder from the root again):
+/// far more than any path a program means to open has.
+pub const MAX_LOOKUPS: usize = 256;
 
 /// The folders walked so far, joined relative to the root (`tmp/a/b`), with where each began.
 #[derive(Default)]
@@ -307,7 +304,7 @@ pub fn resolve(
     let mut opaque = start.removed.then_some(walked.starts.len());
     let mut todo: std::collections::VecDeque<Vec<u8>> =
         components(&raw[trusted..]).map(<[u8]>::to_vec).collect();
-    let (mut links, mut steps) = (0, 0);
+    let (mut links, mut steps, mut lookups) = (0, 0, 0);
     while let Some(c) = todo.pop_front() {
         steps += 1;
         if steps > MAX_STEPS || walked.path.len() > 2 * MAX_PATH {
@@ -325,11 +322,21 @@ pub fn resolve(
         if walked.starts.is_empty() && c == b"proc" {
             match proc_link(&mut todo, start.who) {
                 Proc::Root => continue,
-                Proc::Named(name, gone) => {
+                // A removed folder is taken as named (nothing beneath it is looked up); any
+                // other name is walked again from the root, like a link's target (it may be
+                // `/proc` itself).
+                Proc::Named(name, true) => {
                     for c in components(&name) {
                         walked.push(c);
                     }
-                    opaque = gone.then_some(walked.starts.len());
+                    opaque = Some(walked.starts.len());
+                    continue;
+                }
+                Proc::Named(name, false) => {
+                    let mut next: std::collections::VecDeque<Vec<u8>> =
+                        components(&name).map(<[u8]>::to_vec).collect();
+                    next.extend(std::mem::take(&mut todo));
+                    todo = next;
                     continue;
                 }
                 Proc::Elsewhere => return None,
@@ -340,6 +347,10 @@ pub fn resolve(
         walked.push(&c);
         if (todo.is_empty() && !follow_last) || opaque.is_some() {
             continue;
+        }
+        lookups += 1;
+        if lookups > MAX_LOOKUPS {
+            return None;
         }
         if let Some(target) = link_at(root.as_fd(), &walked.path) {
             walked.pop();
@@ -518,10 +529,20 @@ mod tests {
             "/usr/../tmp/k",
             "/proc/self/root/home/sandbox/.npmrc",
             "/dev/fd/3/x",
+            "//tmp/k",
+            "/./tmp/k",
+            "/srv/target/cfg",
+            "/usrx/k",
         ] {
             assert!(may_meet_a_link(yes), "{yes}");
         }
-        for no in ["/usr/lib/libz.so", "/etc/passwd", "/tmpfoo", "/dev/null"] {
+        for no in [
+            "/usr/lib/libz.so",
+            "/etc/passwd",
+            "//usr/lib/x",
+            "/./etc/hosts",
+            "/usr",
+        ] {
             assert!(!may_meet_a_link(no), "{no}");
         }
     }

@@ -64,6 +64,10 @@ pub struct Tracer {
     written_total: usize,
     /// Bytes of written files scanned so far.
     scanned: u64,
+    /// What each written file held when it was last scanned (a hash): a file scanned at its
+    /// writer's exit and unchanged at the end is not reported twice.
+    seen: HashMap<Vec<u8>, u64>,
+    hasher: std::hash::RandomState,
     /// The jail's root, opened before the command ran: written files of processes that never
     /// called `exit_group` are scanned through it once the tree is gone.
     root: Option<std::fs::File>,
@@ -620,6 +624,8 @@ impl Tracer {
             bound: HashMap::new(),
             written_total: 0,
             scanned: 0,
+            seen: HashMap::new(),
+            hasher: std::hash::RandomState::new(),
             root,
             mounts: Vec::new(),
         }
@@ -817,11 +823,12 @@ impl Tracer {
                 None => net.ensure_listener(addr),
             }
         }
+        // Its written files are scanned now, and kept for the scan at the end: a child that
+        // inherited a descriptor may write to them after this exit.
         if n.nr == libc::SYS_exit_group
-            && let Some(paths) = self.written.remove(&tgid)
+            && let Some(paths) = self.written.get(&tgid).cloned()
         {
             let inner = self.tasks.get(&pid).and_then(|t| t.process);
-            self.written_total = self.written_total.saturating_sub(paths.len());
             // The task's root, opened once and checked to still be this task's.
             let root = std::fs::File::open(format!("/proc/{pid}/root")).ok();
             if sys::notif_id_valid(self.listener.as_fd(), n.id)
@@ -903,7 +910,8 @@ impl Tracer {
             }
         }
         if kind == EventKind::FileWrite
-            && data["op"] == "open"
+            // `creat` (no `op`) is an open for writing too.
+            && data["op"].as_str().is_none_or(|op| op == "open")
             && let Some(path) = exact_of("path")
         {
             self.remember(tgid, path.clone());
@@ -1020,7 +1028,12 @@ impl Tracer {
             return;
         }
         if let Some(bytes) = read_in_root(base, rel, left.min(MAX_SCAN)) {
+            use std::hash::BuildHasher;
             self.scanned += bytes.len() as u64;
+            let hash = self.hasher.hash_one(&bytes);
+            if self.seen.insert(path.to_vec(), hash) == Some(hash) {
+                return;
+            }
             let ctx = json!({ "where": "file", "path": String::from_utf8_lossy(path) });
             self.hub.scan(&bytes, pid, &ctx);
         }
@@ -1032,8 +1045,9 @@ impl Tracer {
         }
     }
 
-    /// Once the tree is gone: the written files of processes that never called `exit_group`
-    /// (killed, or ended with a bare `exit`), through the root held since the start.
+    /// Once the tree is gone: every written file again (a process killed, or ended with a bare
+    /// `exit`, was never scanned; one that exited may have left a child writing), through the
+    /// root held since the start; a file unchanged since its last scan is passed over.
     fn scan_leftovers(&mut self) {
         let Some(root) = self.root.take() else {
             return;

@@ -204,6 +204,10 @@ open("/proc/./self/./root" + home + "/.git-credentials", "rb").read()
 os.chdir("/proc")
 open("self/root" + home + "/.env", "rb").read()
 open("/proc/self/task/../root" + home + "/.aws/credentials", "rb").read()
+os.symlink(home + "/.ssh/id_rsa", "/tmp/k6")
+open("//tmp/./k6", "rb").read()
+proc = os.open("/proc", os.O_PATH)
+open(f"/proc/self/fd/{proc}/self/root{home}/.mozilla/firefox/default/logins.json", "rb").read()
 "#;
     let opened = python_events(py, "file.open");
     let decoys = [
@@ -212,6 +216,8 @@ open("/proc/self/task/../root" + home + "/.aws/credentials", "rb").read()
         ".docker/config.json",
         ".git-credentials",
         ".env",
+        ".ssh/id_rsa",
+        ".mozilla/firefox/default/logins.json",
     ];
     for decoy in decoys {
         let path = format!("/home/sandbox/{decoy}");
@@ -286,6 +292,18 @@ try:
     os.rename("/tmp/keep", "/tmp/keep/inside")
 except OSError:
     pass
+import ctypes
+fd = ctypes.CDLL(None, use_errno=True).syscall(85, b"/tmp/made", 0o644)
+os.write(fd, open(os.environ["HOME"] + "/.docker/config.json", "rb").read())
+import time
+if os.fork() == 0:
+    # A writer that exits while its child still writes to the file it opened.
+    late = os.open("/tmp/late", os.O_WRONLY | os.O_CREAT)
+    if os.fork() == 0:
+        time.sleep(0.3)
+        os.write(late, open(os.environ["HOME"] + "/.config/gh/hosts.yml", "rb").read())
+    os._exit(0)
+time.sleep(0.8)
 open("/tmp/last", "wb").write(open(os.environ["HOME"] + "/.env", "rb").read())
 for i in range(80):
     open(f"/tmp/junk{i}", "wb").close()
@@ -298,6 +316,8 @@ os.rename("/tmp/last", "/tmp/hidden")
         ("/tmp/moved/kube", "file:~/.kube/config"),
         ("/tmp/keep/aws", "file:~/.aws/credentials"),
         ("/tmp/hidden", "file:~/.env"),
+        ("/tmp/made", "file:~/.docker/config.json"),
+        ("/tmp/late", "file:~/.config/gh/hosts.yml"),
     ] {
         assert!(
             seen.iter().any(|e| e["data"]["where"] == "file"
