@@ -7,15 +7,19 @@
 //!
 //! Guarantees: paths are walked as the bytes the program gave (a name need not be UTF-8; events
 //! show it lossily); the start of a relative path is the kernel's own name of its folder, never
-//! looked up again; at most [`MAX_LINKS`] links and [`MAX_STEPS`] components, a walk that gives
-//! up says so in the event (`path_unresolved`); `/proc`'s links are taken as the stopped task's
-//! (a process's root is the jail's, `self`'s working folder and descriptors are named by the
-//! kernel; nothing in the tracer's own `/proc` is looked up); only paths that can meet a link
-//! the program made are walked (under the folders it may write, through `/proc` or `/dev/fd`,
-//! or climbing with `..`), so the system's own files cost nothing more. What it cannot promise: the walk happens while the task is stopped, before the
-//! kernel's own; a program that swaps a link between the two (a race it would have to win) can
-//! still be recorded under the name it used. A relative path whose folder the tracer cannot
-//! name (deeper than the kernel will print) is recorded as written and not walked.
+//! looked up again (nothing beneath a removed one is looked up); each lookup opens its folder
+//! inside the root refusing every link; at most [`MAX_LINKS`] links, [`MAX_STEPS`] components
+//! and [`MAX_LOOKUPS`] lookups, and a walk that gives up takes what the kernel reaches from
+//! the root or says so in the event (`path_unresolved`); `/proc`'s links are taken as the
+//! stopped task's (a process's root is the jail's, `self` the process and `thread-self` the
+//! thread, their working folders and descriptors named by the kernel; nothing in the tracer's
+//! own `/proc` is looked up); every path outside the host's read-only system tree is walked
+//! (links can be planted where the program writes, or shipped in a server's own folder), so
+//! only the system's own files cost nothing more. What it cannot promise: the walk happens
+//! while the task is stopped, before the kernel's own; a program that swaps a link between the
+//! two (a race it would have to win) can still be recorded under the name it used. A relative
+//! path whose folder the tracer cannot name (deeper than the kernel will print) is named by
+//! the kernel only when no link leads to it, and is otherwise marked unresolved.
 
 use std::os::fd::{AsFd, BorrowedFd};
 

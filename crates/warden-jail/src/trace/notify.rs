@@ -54,9 +54,9 @@ pub struct Tracer {
     tasks: HashMap<i32, Task>,
     /// Syscalls observed (let through); any other notification is a denial.
     observed: Vec<i64>,
-    /// Files each process (supervisor tgid) opened for writing, scanned for canaries when it
-    /// exits.
-    /// Their exact names (bytes: a name need not be UTF-8).
+    /// Files each process (supervisor tgid) opened for writing (or may have renamed them to),
+    /// by their exact names (bytes: a name need not be UTF-8): scanned for canaries when it
+    /// exits, and again once the tree is gone.
     written: HashMap<i32, Vec<Vec<u8>>>,
     /// Addresses sockets were bound to, per (tgid, fd), for `listen`.
     bound: HashMap<(i32, i32), Value>,
