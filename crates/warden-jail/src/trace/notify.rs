@@ -372,7 +372,7 @@ fn from_root() -> super::links::Start {
 /// One path argument of the syscall being decoded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PathArg {
-    /// As recorded: `.` and `..` taken lexically (see [`normalize`]).
+    /// As recorded: `.` and `..` taken lexically.
     pub recorded: String,
     /// As the program wrote it, made absolute (the event's `raw_path` when it differs).
     pub written: String,
