@@ -43,18 +43,49 @@ const SYSTEM: &[&str] = &[
 /// Whether `raw` (an absolute path as the program gave it) can lead through a link of the
 /// program's own, or through `/proc`. Judged on its names (`//tmp/k` and `/./tmp/k` are
 /// `/tmp/k`).
-fn may_meet_a_link(raw: &str) -> bool {
-    let names: Vec<&str> = raw
-        .split('/')
-        .filter(|c| !c.is_empty() && *c != ".")
-        .collect();
-    if names.contains(&"..") {
+fn may_meet_a_link(raw: &[u8]) -> bool {
+    if climbs(raw) {
         return true;
     }
-    let clean = format!("/{}", names.join("/"));
-    !SYSTEM
-        .iter()
-        .any(|w| clean == *w || clean.strip_prefix(w).is_some_and(|r| r.starts_with('/')))
+    let clean = normalize(raw);
+    !SYSTEM.iter().any(|w| {
+        clean
+            .strip_prefix(w.as_bytes())
+            .is_some_and(|r| r.is_empty() || r[0] == b'/')
+    })
+}
+
+/// Whether `raw` has a `..` among its names.
+fn climbs(raw: &[u8]) -> bool {
+    raw.split(|b| *b == b'/').any(|c| c == b"..")
+}
+
+/// `raw` (absolute) as a path beneath a root descriptor: without its leading slashes, `.` for
+/// the root itself.
+pub fn beneath_root(raw: &[u8]) -> &[u8] {
+    let start = raw.iter().position(|b| *b != b'/').unwrap_or(raw.len());
+    if start == raw.len() {
+        b"."
+    } else {
+        &raw[start..]
+    }
+}
+
+/// A folder named by a `/proc` path, held (`O_PATH`).
+fn open_folder(path: &str) -> Option<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+        .open(path)
+        .ok()
+}
+
+/// Prepend the names of `path` to what is left to walk (a link's target, a folder's name).
+fn requeue(todo: &mut std::collections::VecDeque<Vec<u8>>, path: &[u8]) {
+    let rest = std::mem::take(todo);
+    todo.extend(components(path).map(<[u8]>::to_vec));
+    todo.extend(rest);
 }
 
 /// What a path under `/proc` names, from its components after `proc` (consumed when it is
@@ -114,9 +145,13 @@ fn proc_link(todo: &mut std::collections::VecDeque<Vec<u8>>, who: Option<Who>) -
     // A `..` beneath `/proc`, short of one of the links below, is taken where the kernel is,
     // which the text alone does not say (`/proc/self/task/../root`, `/proc/net/../cwd`): not
     // followed. (Past the link, the walk takes it.)
-    let climbs = todo.iter().any(|c| c == b"..");
+    let climbing = todo.iter().any(|c| c == b"..");
     if !pid_like(at(0)) {
-        return if climbs { Proc::Elsewhere } else { Proc::Plain };
+        return if climbing {
+            Proc::Elsewhere
+        } else {
+            Proc::Plain
+        };
     }
     // `/proc/<pid>/task/<tid>/…`: that thread's.
     let (name, skip) = if at(1) == Some(b"task") && at(2).is_some_and(is_pid) {
@@ -124,14 +159,15 @@ fn proc_link(todo: &mut std::collections::VecDeque<Vec<u8>>, who: Option<Who>) -
     } else {
         (at(0), 1)
     };
-    let link = match (at(skip), at(skip + 1)) {
+    // The link and how many names it takes.
+    let (link, names) = match (at(skip), at(skip + 1)) {
         (Some(b"root"), _) => {
             todo.drain(..=skip);
             return Proc::Root;
         }
-        (Some(b"cwd"), _) => "cwd".to_owned(),
-        (Some(b"fd"), Some(n)) if is_pid(n) => format!("fd/{}", String::from_utf8_lossy(n)),
-        _ if climbs => return Proc::Elsewhere,
+        (Some(b"cwd"), _) => ("cwd".to_owned(), 1),
+        (Some(b"fd"), Some(n)) if is_pid(n) => (format!("fd/{}", String::from_utf8_lossy(n)), 2),
+        _ if climbing => return Proc::Elsewhere,
         _ => return Proc::Plain,
     };
     let Some(pid) = who.zip(name).and_then(|(w, n)| w.ours(n)) else {
@@ -144,21 +180,30 @@ fn proc_link(todo: &mut std::collections::VecDeque<Vec<u8>>, who: Option<Who>) -
     let name = name.into_os_string().into_vec();
     if !name.starts_with(b"/") {
         // A socket, a pipe: not a file of the tree.
-        return if climbs { Proc::Elsewhere } else { Proc::Plain };
+        return if climbing {
+            Proc::Elsewhere
+        } else {
+            Proc::Plain
+        };
     }
     let removed = std::fs::metadata(&place).is_ok_and(|m| m.nlink() == 0);
-    todo.drain(..skip + if link == "cwd" { 1 } else { 2 });
+    todo.drain(..skip + names);
     Proc::Named(name, removed)
 }
 
 /// Task `pid`'s root, held (`O_PATH`) for resolving the paths it names.
 pub fn open_root(pid: i32) -> Option<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
-        .open(format!("/proc/{pid}/root"))
-        .ok()
+    open_folder(&format!("/proc/{pid}/root"))
+}
+
+/// The kernel's name of the existing file `rel` beneath the task's working folder or
+/// descriptor `folder` (a `/proc` path), reached through no link; `None` otherwise. `..`
+/// stays inside the jail: its root is the top of its own mount tree.
+pub fn named_from(folder: &str, rel: &[u8]) -> Option<Vec<u8>> {
+    let dir = open_folder(folder)?;
+    let resolve = libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
+    let file = crate::sys::openat2(Some(dir.as_fd()), rel, libc::O_PATH, 0, resolve).ok()?;
+    name_of(&file)
 }
 
 /// Components looked at in one walk, at most (those the links add included); past it, or past
@@ -202,13 +247,16 @@ fn components(p: &[u8]) -> impl Iterator<Item = &[u8]> {
 }
 
 /// The kernel's name of an open file (`/proc/self/fd/N`): for a file of the jail's, its path
-/// from the jail's root, the top of its own mount tree.
-pub fn name_of(file: &impl AsFd) -> Option<std::ffi::OsString> {
+/// from the jail's root, the top of its own mount tree; `None` for one that is not in the tree
+/// (a name not starting with `/`).
+fn name_of(file: &impl AsFd) -> Option<Vec<u8>> {
     use std::os::fd::AsRawFd;
+    use std::os::unix::ffi::OsStringExt;
     let fd = file.as_fd().as_raw_fd();
     std::fs::read_link(format!("/proc/self/fd/{fd}"))
         .ok()
-        .map(std::path::PathBuf::into_os_string)
+        .map(|p| p.into_os_string().into_vec())
+        .filter(|n| n.starts_with(b"/"))
 }
 
 /// The target of `path` (relative to `root`) when it is a link. Its folder is opened inside
@@ -236,25 +284,16 @@ fn link_at(root: BorrowedFd<'_>, path: &[u8]) -> Option<std::ffi::OsString> {
 /// with `follow_last`), named back from the descriptor: for a walk that gave up. `None` when
 /// it does not exist.
 fn resolved_by_kernel(root: BorrowedFd<'_>, raw: &[u8], follow_last: bool) -> Option<Vec<u8>> {
-    use std::os::unix::ffi::OsStringExt;
     let flags = libc::O_PATH | if follow_last { 0 } else { libc::O_NOFOLLOW };
     let resolve = libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS;
-    let start = raw.iter().position(|b| *b != b'/').unwrap_or(raw.len());
-    let rel: &[u8] = if start == raw.len() {
-        b"."
-    } else {
-        &raw[start..]
-    };
-    let file = crate::sys::openat2(Some(root), rel, flags, 0, resolve).ok()?;
+    let file = crate::sys::openat2(Some(root), beneath_root(raw), flags, 0, resolve).ok()?;
     name_of(&file)
-        .map(OsStringExt::into_vec)
-        .filter(|n| n.starts_with(b"/"))
 }
 
 /// Where a relative path starts: the kernel's own name of its folder (the task's working
 /// folder or `dirfd`), the first `len` bytes of the path, and whether that folder was removed
-/// (its name then ends in ` (deleted)`). Absolute paths start at `len` 0. `task`: the stopped
-/// task (its pid in our namespace), whose `/proc/self` links are followed.
+/// (its name then ends in ` (deleted)`). Absolute paths start at `len` 0. `who`: the stopped
+/// task, whose `/proc/self` links are followed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Start {
     /// Bytes of the path that name the folder.
@@ -285,10 +324,6 @@ pub fn resolve(
         .strip_prefix(b"/proc")
         .is_some_and(|r| r.is_empty() || r[0] == b'/');
     let trusted = if in_proc { 0 } else { start.len };
-    let start = Start {
-        removed: start.removed && !in_proc,
-        ..start
-    };
     // A folder's name and a relative path, each up to the kernel's longest.
     if raw.len() > 2 * MAX_PATH + 1 || !raw.starts_with(b"/") || trusted > raw.len() {
         return None;
@@ -305,7 +340,7 @@ pub fn resolve(
     // Nothing is looked up beneath a removed folder (it is empty; the name it had may be a
     // link of the program's by now) or beneath `/proc` (the tracer's own is not the task's),
     // until a `..` leaves it: the depth of that folder.
-    let mut opaque = start.removed.then_some(walked.starts.len());
+    let mut opaque = (start.removed && !in_proc).then_some(walked.starts.len());
     let mut todo: std::collections::VecDeque<Vec<u8>> =
         components(&raw[trusted..]).map(<[u8]>::to_vec).collect();
     let (mut links, mut steps, mut lookups) = (0, 0, 0);
@@ -314,14 +349,10 @@ pub fn resolve(
         if steps > MAX_STEPS || walked.path.len() > 2 * MAX_PATH {
             return None;
         }
-        match c.as_slice() {
-            b"." => continue,
-            b".." => {
-                walked.pop();
-                opaque = opaque.filter(|depth| walked.starts.len() >= *depth);
-                continue;
-            }
-            _ => {}
+        if c == b".." {
+            walked.pop();
+            opaque = opaque.filter(|depth| walked.starts.len() >= *depth);
+            continue;
         }
         if walked.starts.is_empty() && c == b"proc" {
             match proc_link(&mut todo, start.who) {
@@ -337,10 +368,7 @@ pub fn resolve(
                     continue;
                 }
                 Proc::Named(name, false) => {
-                    let mut next: std::collections::VecDeque<Vec<u8>> =
-                        components(&name).map(<[u8]>::to_vec).collect();
-                    next.extend(std::mem::take(&mut todo));
-                    todo = next;
+                    requeue(&mut todo, &name);
                     continue;
                 }
                 Proc::Elsewhere => return None,
@@ -367,10 +395,7 @@ pub fn resolve(
                 walked.clear();
                 opaque = None;
             }
-            let mut next: std::collections::VecDeque<Vec<u8>> =
-                components(target).map(<[u8]>::to_vec).collect();
-            next.extend(todo);
-            todo = next;
+            requeue(&mut todo, target);
         }
     }
     let mut out = b"/".to_vec();
@@ -393,18 +418,9 @@ pub fn resolve(
 fn without_links(root: BorrowedFd<'_>, raw: &[u8], follow_last: bool) -> Option<Vec<u8>> {
     let flags = libc::O_PATH | if follow_last { 0 } else { libc::O_NOFOLLOW };
     let resolve = libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
-    let start = raw.iter().position(|b| *b != b'/').unwrap_or(raw.len());
-    let rel = if start == raw.len() {
-        b"."
-    } else {
-        &raw[start..]
-    };
-    let lexical = || normalize(raw);
-    match crate::sys::openat2(Some(root), rel, flags, 0, resolve) {
-        Ok(_) => Some(lexical()),
-        Err(nix::errno::Errno::ENOENT) if !raw.split(|b| *b == b'/').any(|c| c == b"..") => {
-            Some(lexical())
-        }
+    match crate::sys::openat2(Some(root), beneath_root(raw), flags, 0, resolve) {
+        Ok(_) => Some(normalize(raw)),
+        Err(nix::errno::Errno::ENOENT) if !climbs(raw) => Some(normalize(raw)),
         Err(_) => None,
     }
 }
@@ -483,7 +499,7 @@ pub fn apply(
             data[format!("{key}_unresolved")] = json!(true);
             continue;
         }
-        let walk = root.filter(|_| may_meet_a_link(&String::from_utf8_lossy(&raw)));
+        let walk = root.filter(|_| may_meet_a_link(&raw));
         let real = match walk.map(|root| (root, resolve(root, &raw, start, follow_last))) {
             Some((_, Some(real))) => real,
             // A walk that gave up (past its bounds, a loop): what the kernel itself reaches,
@@ -538,7 +554,7 @@ mod tests {
             "/srv/target/cfg",
             "/usrx/k",
         ] {
-            assert!(may_meet_a_link(yes), "{yes}");
+            assert!(may_meet_a_link(yes.as_bytes()), "{yes}");
         }
         for no in [
             "/usr/lib/libz.so",
@@ -547,7 +563,7 @@ mod tests {
             "/./etc/hosts",
             "/usr",
         ] {
-            assert!(!may_meet_a_link(no), "{no}");
+            assert!(!may_meet_a_link(no.as_bytes()), "{no}");
         }
     }
 
@@ -746,7 +762,7 @@ mod tests {
         assert_eq!(walk("/proc/self/cwd/etc/passwd", true), None);
         let mut data = json!({ "path": at("k"), "access": "read", "op": "open" });
         // (The walk only starts in the jail's writable folders; a temporary folder is one.)
-        if may_meet_a_link(&at("k")) {
+        if may_meet_a_link(at("k").as_bytes()) {
             apply(Some(&root), EventKind::FileOpen, &mut data, &[]);
             assert_eq!(data["path"], json!(at("real/secret")));
             assert_eq!(data["link_path"], json!(at("k")));

@@ -336,29 +336,11 @@ fn path_arg(pid: i32, dirfd: Option<u64>, addr: u64) -> Option<String> {
         }
         // A folder the kernel will not name (deeper than a page): the file's own name, where
         // it exists and no link leads to it.
-        Err(_) => match named_from(&folder, &p) {
+        Err(_) => match super::links::named_from(&folder, &p) {
             Some(abs) => keep(abs, from_root()),
             None => String::from_utf8_lossy(&p).into_owned(),
         },
     })
-}
-
-/// The kernel's name of the existing file `rel` beneath `folder` (a task's working folder or
-/// descriptor under `/proc`), reached through no link; `None` otherwise. `..` stays inside the
-/// jail: its root is the top of its own mount tree.
-fn named_from(folder: &str, rel: &[u8]) -> Option<Vec<u8>> {
-    use std::os::unix::ffi::OsStringExt;
-    use std::os::unix::fs::OpenOptionsExt;
-    let dir = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
-        .open(folder)
-        .ok()?;
-    let resolve = libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
-    let file = sys::openat2(Some(dir.as_fd()), rel, libc::O_PATH, 0, resolve).ok()?;
-    super::links::name_of(&file)
-        .map(std::ffi::OsString::into_vec)
-        .filter(|n| n.starts_with(b"/"))
 }
 
 /// Where an absolute path named by the task being decoded starts.
@@ -1081,8 +1063,7 @@ fn read_in_root(root: &std::fs::File, path: &[u8], cap: u64) -> Option<Vec<u8>> 
     use std::io::Read;
     let flags = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
     let resolve = libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS;
-    let start = path.iter().position(|b| *b != b'/').unwrap_or(path.len());
-    let rel = &path[start..];
+    let rel = super::links::beneath_root(path);
     // O_PATH first: nothing is opened for reading until the type is known.
     let probe = sys::openat2(
         Some(root.as_fd()),
