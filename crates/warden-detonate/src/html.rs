@@ -394,6 +394,8 @@ mod tests {
             tools: vec![],
             evidence: vec![],
             llm_only: false,
+            basis: None,
+            capped: None,
             location: None,
         };
         let mut r = Report {
@@ -402,6 +404,7 @@ mod tests {
             mode: "fast",
             verdict: warden_events::Verdict::High,
             why: None,
+            evidence_incomplete: None,
             score: 66,
             duration_ms: 1,
             findings: vec![finding],

@@ -125,6 +125,7 @@ pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_ru
     if let Some(b) = &browser {
         b.annotate(&mut observed.events);
     }
+    phases::decoys::label(&mut observed.events);
     let inconclusive =
         phases::verdict::happened(start.blocked.as_ref(), &observed.session, &observed.events);
     let windows = observed.session.windows.clone();
@@ -148,6 +149,7 @@ pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_ru
         },
         verdict: phases::verdict::verdict(score, inconclusive.as_ref()),
         why: inconclusive,
+        evidence_incomplete: report::evidence_incomplete(&observed.events),
         score,
         duration_ms: u64::try_from(begun.elapsed().as_millis()).unwrap_or(u64::MAX),
         findings,

@@ -82,6 +82,7 @@ pub fn probe(
         mode: "probe",
         verdict: phases::verdict::verdict(score, why.as_ref()),
         why,
+        evidence_incomplete: None,
         score,
         duration_ms: u64::try_from(begun.elapsed().as_millis()).unwrap_or(u64::MAX),
         findings,

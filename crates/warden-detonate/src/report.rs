@@ -20,6 +20,10 @@ pub struct Report {
     /// Why the verdict is `INCONCLUSIVE`: where the detonation stopped short.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub why: Option<crate::Inconclusive>,
+    /// Set when events were dropped past the caps: the verdict rests on incomplete evidence
+    /// (less sure, never more severe).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub evidence_incomplete: Option<Value>,
     /// 0–100.
     pub score: u32,
     /// Wall time of the whole detonation.
@@ -74,6 +78,23 @@ pub fn stopped_short(verdict: Verdict, why: &crate::Inconclusive) -> String {
             name_of(why.stage)
         )
     }
+}
+
+/// `evidence_incomplete` for `events`: how many the sandbox dropped (the largest count its
+/// `sandbox.exited` events report), how many were kept, and the kinds kept whole by their
+/// reserve; `None` when nothing was dropped.
+pub fn evidence_incomplete(events: &[Event]) -> Option<Value> {
+    let dropped = events
+        .iter()
+        .filter(|e| e.kind == warden_events::EventKind::SandboxExited)
+        .filter_map(|e| e.data["events_dropped"].as_u64())
+        .max()
+        .filter(|n| *n > 0)?;
+    Some(json!({
+        "events_dropped": dropped,
+        "events_kept": events.len(),
+        "kept_whole": ["canary.seen", "sandbox.limit_hit", "sandbox.exited", "install.script", "mcp.*", "harness.payload"],
+    }))
 }
 
 /// The name a vocabulary value (kind, severity, verdict, category) has in reports.
@@ -203,6 +224,15 @@ impl Report {
         if let Some(why) = &self.why {
             lines.insert(1, stopped_short(self.verdict, why));
         }
+        if let Some(lost) = &self.evidence_incomplete {
+            lines.insert(
+                1,
+                format!(
+                    "EVIDENCE INCOMPLETE: {} events dropped past the caps (canaries and protocol events kept whole); the verdict is a lower bound",
+                    lost["events_dropped"]
+                ),
+            );
+        }
         if let Some(s) = &self.scan {
             let check = &s["vulnerability_check"];
             lines.push(format!(
@@ -294,6 +324,13 @@ impl Report {
                     ));
                 }
             }
+            if let Some(why) = &f.capped {
+                out.push_str(&format!(
+                    "         shape, not higher than {}: {}\n",
+                    name_of(f.severity),
+                    clean(why)
+                ));
+            }
             out.push_str(&format!("         -> {}\n", f.recommendation));
         }
         out
@@ -316,6 +353,8 @@ mod tests {
             tools: vec![],
             evidence: vec![],
             llm_only: false,
+            basis: None,
+            capped: None,
             location: None,
         }
     }

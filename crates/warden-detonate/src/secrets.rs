@@ -18,6 +18,21 @@ use serde::Deserialize;
 /// The published rule set, as gitleaks ships it.
 const RULES: &str = include_str!("../data/gitleaks.toml");
 
+/// gitleaks' rules that match an assignment by its key (`password = …`, `api_key: …`) rather
+/// than a token of a known format: templates, documentation and example configurations match
+/// them too, so what they find alone is a shape.
+const GENERIC: &[&str] = &[
+    "generic-api-key",
+    "hashicorp-tf-password",
+    "nuget-config-password",
+    "kubernetes-secret-yaml",
+];
+
+/// Whether the gitleaks rule `id` matches assignments rather than a token format.
+pub fn generic(id: &str) -> bool {
+    GENERIC.contains(&id)
+}
+
 /// One credential found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Secret {
@@ -335,6 +350,14 @@ pub fn redact_all(text: &str, secrets: &[Secret]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_generic_rule_is_a_rule_of_the_published_set() {
+        for id in GENERIC {
+            assert!(RULES.contains(&format!("id = \"{id}\"")), "{id}");
+        }
+        assert!(generic("generic-api-key") && !generic("github-pat"));
+    }
 
     #[test]
     fn the_published_rules_load() {

@@ -24,4 +24,4 @@ pub const FALLBACK_PROBES: [&str; 5] = [
     "io_uring_enter",
     "io_uring_register",
 ];
-pub use vocabulary::{Category, Event, EventKind, Finding, Location, Severity, Verdict};
+pub use vocabulary::{Basis, Category, Event, EventKind, Finding, Location, Severity, Verdict};

@@ -178,6 +178,20 @@ pub enum Category {
     Typosquat,
 }
 
+/// What a rule's match proves (DESIGN, *severity by consequence*). A **consequence** is harm
+/// shown with its evidence (a planted secret that left, code run by an oracle, persistence
+/// written, harmful orders to the model); a **shape** is behaviour that harm often looks like
+/// and honest software also shows (a shell at start-up, a read of a listed file, a phrase).
+/// Only consequences reach high or critical: the rule loader refuses a shape above medium.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Basis {
+    /// The match shows harm.
+    Consequence,
+    /// The match shows a shape that honest servers also have.
+    Shape,
+}
+
 /// A conclusion drawn from events.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Finding {
@@ -206,6 +220,12 @@ pub struct Finding {
     /// Where in the source it was found (static findings: a manifest, a lock file).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub location: Option<Location>,
+    /// Whether the rule that drew it matches a consequence or a shape (behavioural findings).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub basis: Option<Basis>,
+    /// For a shape: why it is not higher (the honest software that shows the same).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capped: Option<String>,
 }
 
 /// Where a static finding was found.

@@ -1,14 +1,16 @@
 //! Evaluating rules: events in, findings out. Each rule groups its matching events by the tool
 //! whose call they happened in (or, outside tool calls, by attribution window); a group with at
 //! least `threshold` matches gives one finding whose evidence is the matching events' ids (at
-//! most [`MAX_EVIDENCE`]).
+//! most [`MAX_EVIDENCE`]). A correlated rule keeps only the matches its parts complete (joined
+//! on their keys), and its evidence is the whole chain. Every finding carries its rule's basis;
+//! a shape's says why it is not higher (its rule's first false positive).
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use regex_lite::Regex;
 use serde_json::Value;
-use warden_events::{Event, Finding};
+use warden_events::{Basis, Event, EventKind, Finding};
 
-use crate::rule::{Condition, Rule};
+use crate::rule::{Condition, Rule, WindowFilter, Within};
 
 /// Evidence ids kept per finding, at most.
 pub const MAX_EVIDENCE: usize = 20;
@@ -18,8 +20,14 @@ pub const MAX_EVIDENCE: usize = 20;
 pub struct Compiled {
     /// The rule as written.
     pub rule: Rule,
-    conditions: Vec<(Vec<String>, CompiledCondition)>,
+    conditions: Conditions,
+    /// The correlation's parts: kinds, window, conditions and key.
+    parts: Vec<(Vec<EventKind>, WindowFilter, Conditions, Vec<String>)>,
+    /// The rule's own key, when it correlates.
+    key: Vec<String>,
 }
+
+type Conditions = Vec<(Vec<String>, CompiledCondition)>;
 
 #[derive(Debug, Clone)]
 struct CompiledCondition {
@@ -44,40 +52,115 @@ fn regex(r: &str) -> Result<Regex, (String, String)> {
     Regex::new(r).map_err(|e| (r.to_owned(), format!("regex {r:?}: {e}")))
 }
 
+fn split(path: &str) -> Vec<String> {
+    path.split('.').map(str::to_owned).collect()
+}
+
+fn compile(
+    conditions: &std::collections::BTreeMap<String, Condition>,
+) -> Result<Conditions, (String, String)> {
+    let mut out = Vec::new();
+    for (path, c) in conditions {
+        let compiled = CompiledCondition {
+            raw: c.clone(),
+            glob: c
+                .glob
+                .as_ref()
+                .map(|g| globset(&g.patterns()))
+                .transpose()?,
+            not_glob: c
+                .not_glob
+                .as_ref()
+                .map(|g| globset(&g.patterns()))
+                .transpose()?,
+            regex: c.regex.as_deref().map(regex).transpose()?,
+            not_regex: c.not_regex.as_deref().map(regex).transpose()?,
+        };
+        out.push((split(path), compiled));
+    }
+    Ok(out)
+}
+
+fn admits(
+    kinds: &[EventKind],
+    window: WindowFilter,
+    conditions: &Conditions,
+    event: &Event,
+) -> bool {
+    kinds.contains(&event.kind)
+        && window.admits(event.triggered_by.as_deref())
+        && conditions
+            .iter()
+            .all(|(path, c)| c.holds(field(event, path).as_deref()))
+}
+
 impl Compiled {
     /// Compile `rule`; errors carry a text to find the offending line by, and a message.
     pub fn new(rule: Rule) -> Result<Compiled, (String, String)> {
-        let mut conditions = Vec::new();
-        for (path, c) in &rule.matcher.conditions {
-            let compiled = CompiledCondition {
-                raw: c.clone(),
-                glob: c
-                    .glob
-                    .as_ref()
-                    .map(|g| globset(&g.patterns()))
-                    .transpose()?,
-                not_glob: c
-                    .not_glob
-                    .as_ref()
-                    .map(|g| globset(&g.patterns()))
-                    .transpose()?,
-                regex: c.regex.as_deref().map(regex).transpose()?,
-                not_regex: c.not_regex.as_deref().map(regex).transpose()?,
-            };
-            conditions.push((path.split('.').map(str::to_owned).collect(), compiled));
+        let conditions = compile(&rule.matcher.conditions)?;
+        let mut parts = Vec::new();
+        let mut key = Vec::new();
+        if let Some(c) = &rule.correlate {
+            key = split(&c.key);
+            for p in &c.all {
+                parts.push((
+                    p.kinds.clone(),
+                    p.window,
+                    compile(&p.conditions)?,
+                    split(&p.key),
+                ));
+            }
         }
-        Ok(Compiled { rule, conditions })
+        Ok(Compiled {
+            rule,
+            conditions,
+            parts,
+            key,
+        })
     }
 
-    /// Whether `event` matches.
+    /// Whether `event` matches the rule's own match (a correlated rule needs its parts too:
+    /// see [`evaluate`]).
     pub fn matches(&self, event: &Event) -> bool {
         let m = &self.rule.matcher;
-        if !m.kinds.contains(&event.kind) || !m.window.admits(event.triggered_by.as_deref()) {
-            return false;
+        admits(&m.kinds, m.window, &self.conditions, event)
+    }
+
+    /// The events that complete `own` (this rule's matches): for each of them whose key every
+    /// part matches too (in the same session or window), it and one event per part. Empty when
+    /// no match is completed. A rule without `correlate` keeps `own` as it is.
+    fn complete<'a>(&self, own: &[&'a Event], events: &'a [Event]) -> Vec<&'a Event> {
+        let Some(c) = &self.rule.correlate else {
+            return own.to_vec();
+        };
+        let mut chain: Vec<&Event> = Vec::new();
+        for e in own {
+            let Some(k) = field(e, &self.key) else {
+                continue;
+            };
+            let same_scope =
+                |x: &Event| c.within == Within::Session || x.triggered_by == e.triggered_by;
+            let found: Option<Vec<&Event>> = self
+                .parts
+                .iter()
+                .map(|(kinds, window, conditions, key)| {
+                    events.iter().find(|x| {
+                        same_scope(x)
+                            && admits(kinds, *window, conditions, x)
+                            && field(x, key).is_some_and(|v| v == k)
+                    })
+                })
+                .collect();
+            if let Some(found) = found {
+                chain.push(e);
+                for x in found {
+                    if !chain.iter().any(|y| y.id == x.id) {
+                        chain.push(x);
+                    }
+                }
+            }
         }
-        self.conditions
-            .iter()
-            .all(|(path, c)| c.holds(field(event, path).as_deref()))
+        chain
     }
 }
 
@@ -143,6 +226,11 @@ impl CompiledCondition {
                 (Some(Value::Array(a)), x) => a.contains(x),
                 _ => false,
             })
+            && c.not_contains.as_ref().is_none_or(|x| match (v, x) {
+                (Some(Value::String(s)), Value::String(n)) => !s.contains(n.as_str()),
+                (Some(Value::Array(a)), x) => !a.contains(x),
+                _ => true,
+            })
             && c.gt.is_none_or(|x| num.is_some_and(|n| n > x))
             && c.gte.is_none_or(|x| num.is_some_and(|n| n >= x))
             && c.lt.is_none_or(|x| num.is_some_and(|n| n < x))
@@ -207,7 +295,10 @@ pub fn evaluate(
             if list.len() < r.rule.threshold as usize {
                 continue;
             }
-            let first = list[0];
+            let list = r.complete(&list, events);
+            let Some(first) = list.first().copied() else {
+                continue;
+            };
             findings.push(Finding {
                 category: r.rule.category,
                 rule: r.rule.id.clone(),
@@ -219,6 +310,10 @@ pub fn evaluate(
                 evidence: list.iter().take(MAX_EVIDENCE).map(|e| e.id).collect(),
                 llm_only: false,
                 location: None,
+                basis: Some(r.rule.basis),
+                capped: (r.rule.basis == Basis::Shape)
+                    .then(|| r.rule.falsepositives.first().cloned())
+                    .flatten(),
             });
         }
     }

@@ -9,4 +9,4 @@ pub mod rule;
 
 pub use engine::{Compiled, evaluate, render};
 pub use load::{BUILTIN, RuleError, builtin, load_dir, parse, ruleset};
-pub use rule::{Condition, Match, Rule, WindowFilter};
+pub use rule::{Condition, Correlate, Match, Part, Rule, WindowFilter, Within};

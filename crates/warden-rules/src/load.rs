@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
+use warden_events::{Basis, Severity};
+
 use crate::engine::Compiled;
 use crate::rule::Rule;
 
@@ -22,6 +24,34 @@ pub struct RuleError {
 
 /// The built-in rules: (file name, YAML).
 pub const BUILTIN: &[(&str, &str)] = &[
+    (
+        "prompt-guidance.yaml",
+        include_str!("../rules/prompt-guidance.yaml"),
+    ),
+    (
+        "prompt-hidden-content.yaml",
+        include_str!("../rules/prompt-hidden-content.yaml"),
+    ),
+    (
+        "credential-exposure-generic.yaml",
+        include_str!("../rules/credential-exposure-generic.yaml"),
+    ),
+    (
+        "tool-poisoning-shape.yaml",
+        include_str!("../rules/tool-poisoning-shape.yaml"),
+    ),
+    (
+        "rug-pull-shape.yaml",
+        include_str!("../rules/rug-pull-shape.yaml"),
+    ),
+    (
+        "rug-pull-listing.yaml",
+        include_str!("../rules/rug-pull-listing.yaml"),
+    ),
+    (
+        "decoy-read-and-exposed.yaml",
+        include_str!("../rules/decoy-read-and-exposed.yaml"),
+    ),
     (
         "prompt-injection.yaml",
         include_str!("../rules/prompt-injection.yaml"),
@@ -223,23 +253,64 @@ pub fn parse(file: &str, text: &str) -> Result<Compiled, RuleError> {
     if rule.threshold == 0 {
         return Err(err("threshold", "threshold must be at least 1".into()));
     }
-    for path in rule.matcher.conditions.keys() {
-        let ok = matches!(
-            path.as_str(),
-            "kind" | "pid" | "triggered_by" | "id" | "t_ms"
-        ) || path
-            .strip_prefix("data.")
-            .is_some_and(|rest| !rest.is_empty());
-        if !ok {
+    if rule.basis == Basis::Shape && rule.severity > Severity::Medium {
+        return Err(err(
+            "severity:",
+            format!(
+                "a shape rule is at most medium (this one says {}): high and critical need a \
+                 consequence (basis: consequence) with its evidence",
+                serde_json::to_value(rule.severity)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default()
+            ),
+        ));
+    }
+    if rule.basis == Basis::Shape && rule.falsepositives.is_empty() {
+        return Err(err(
+            "basis:",
+            "a shape rule lists its falsepositives: the honest software that shows the same".into(),
+        ));
+    }
+    let mut paths: Vec<&String> = rule.matcher.conditions.keys().collect();
+    if let Some(c) = &rule.correlate {
+        if c.all.is_empty() {
+            return Err(err(
+                "correlate",
+                "correlate.all names at least one part".into(),
+            ));
+        }
+        paths.push(&c.key);
+        for part in &c.all {
+            if part.kinds.is_empty() {
+                return Err(err(
+                    "kinds",
+                    "every correlate part names at least one event kind".into(),
+                ));
+            }
+            paths.push(&part.key);
+            paths.extend(part.conditions.keys());
+        }
+    }
+    for path in paths {
+        if !field_path_ok(path) {
             return Err(err(
                 path,
                 format!(
-                    "{path:?}: a condition names kind, pid, triggered_by, id, t_ms or data.<field>"
+                    "{path:?}: a condition or key names kind, pid, triggered_by, id, t_ms or data.<field>"
                 ),
             ));
         }
     }
     Compiled::new(rule).map_err(|(needle, message)| err(&needle, message))
+}
+
+/// Whether `path` names a field rules may read.
+fn field_path_ok(path: &str) -> bool {
+    matches!(path, "kind" | "pid" | "triggered_by" | "id" | "t_ms")
+        || path
+            .strip_prefix("data.")
+            .is_some_and(|rest| !rest.is_empty())
 }
 
 /// The built-in rules, compiled.

@@ -4,6 +4,8 @@
 //! id: canary-in-dns
 //! category: data_exfiltration
 //! severity: critical
+//! basis: consequence       # consequence | shape: a shape is never above medium
+//! falsepositives: []       # what honest software shows the same (required of shapes)
 //! match:
 //!   kinds: [canary.seen]
 //!   window: any            # install | startup | tool_call | any
@@ -15,9 +17,14 @@
 //! recommendation: Do not run this server with real credentials.
 //! ```
 //!
+//! A rule can also require other matches beside its own (`correlate`): every part must match
+//! an event whose `key` field equals the `key` field of one of the rule's own matches, in the
+//! same session (`within: session`) or the same window (`within: window`); the finding's
+//! evidence is the whole chain (a decoy read *and* its canary leaving).
+//!
 //! Conditions name a field by dotted path (`kind`, `pid`, `triggered_by`, `data.a.b`) and test
 //! it with `equals`, `not_equals`, `one_of`, `not_one_of`, `glob`, `not_glob`, `regex`,
-//! `not_regex`, `contains`, `gt`, `gte`, `lt`, `lte` or `exists`; all tests of all conditions
+//! `not_regex`, `contains`, `not_contains`, `gt`, `gte`, `lt`, `lte` or `exists`; all tests of all conditions
 //! must hold. Unknown keys, kinds, categories and severities, bad globs and bad regexes are
 //! errors with the file and line.
 
@@ -25,7 +32,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use warden_events::{Category, EventKind, Severity};
+use warden_events::{Basis, Category, EventKind, Severity};
 
 /// Which attribution window an event must fall in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -88,6 +95,9 @@ pub struct Condition {
     /// A string containing this, or an array with this element.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contains: Option<Value>,
+    /// Missing, or a string not containing this, or an array without this element.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_contains: Option<Value>,
     /// A number greater than this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gt: Option<f64>,
@@ -139,6 +149,46 @@ pub struct Match {
     pub conditions: BTreeMap<String, Condition>,
 }
 
+/// Where the parts of a correlation must fall together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Within {
+    /// Anywhere in the session.
+    #[default]
+    Session,
+    /// In the same attribution window.
+    Window,
+}
+
+/// One more match a correlated rule needs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Part {
+    /// Event kinds (any of them).
+    pub kinds: Vec<EventKind>,
+    /// The window the events must fall in.
+    #[serde(default)]
+    pub window: WindowFilter,
+    /// Conditions on fields, by dotted path.
+    #[serde(default, rename = "where")]
+    pub conditions: BTreeMap<String, Condition>,
+    /// The field (dotted path) that must equal the rule's own key.
+    pub key: String,
+}
+
+/// Other matches a rule needs beside its own, joined on a key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Correlate {
+    /// The field (dotted path) of the rule's own matches that joins them to the parts.
+    pub key: String,
+    /// Session or window.
+    #[serde(default)]
+    pub within: Within,
+    /// Every one of these must match too.
+    pub all: Vec<Part>,
+}
+
 /// One detection rule.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -150,6 +200,15 @@ pub struct Rule {
     pub category: Category,
     /// How bad a finding is.
     pub severity: Severity,
+    /// Whether a match shows harm (`consequence`) or only its shape (`shape`, at most medium).
+    pub basis: Basis,
+    /// What honest software shows the same (Sigma's `falsepositives`): required of a shape,
+    /// whose findings quote the first as the reason they are not higher.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub falsepositives: Vec<String>,
+    /// Other matches needed beside this rule's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub correlate: Option<Correlate>,
     /// What to match.
     #[serde(rename = "match")]
     pub matcher: Match,

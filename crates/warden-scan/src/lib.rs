@@ -412,6 +412,8 @@ fn vulnerability_finding(v: &osv::Vulnerability, components: &[Component]) -> Fi
         tools: Vec::new(),
         evidence: Vec::new(),
         llm_only: false,
+        basis: None,
+        capped: None,
         location: Some(Location {
             file: c
                 .and_then(|c| c.found_in.first().cloned())

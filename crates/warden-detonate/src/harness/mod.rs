@@ -699,6 +699,7 @@ where
             poisoning.push("control_characters_in_name".into());
         }
         let destructive = metadata::destructive(name, t.get("annotations"));
+        let harm = metadata::harm(&poisoning);
         let (poisoning, weak) = metadata::split_weak(poisoning);
         if !poisoning.is_empty() {
             ctx.session.poisoned.push(name.to_owned());
@@ -710,6 +711,7 @@ where
                 "description_sha256": sha256(t["description"].as_str().unwrap_or("")),
                 "annotations": t.get("annotations"),
                 "poisoning": (!poisoning.is_empty()).then_some(poisoning),
+                "harm": (!harm.is_empty()).then_some(harm),
                 "instructions": (!weak.is_empty()).then_some(weak),
                 "shadowing": shadowing,
                 "destructive": destructive,
@@ -719,15 +721,18 @@ where
     }
     // Prompts and resources: their metadata reaches the model too.
     let limit = ctx.settings.call_timeout.min(ctx.left());
-    let prompts_first = match tokio::time::timeout(limit, client.list_all_prompts()).await {
-        Ok(Ok(list)) => check_listing(ctx, "prompt", as_values(&list), &own),
-        _ => Vec::new(),
-    };
+    // Whether each listing answered (an empty one too: tools can add to it).
+    let (prompts_first, prompts_listed) =
+        match tokio::time::timeout(limit, client.list_all_prompts()).await {
+            Ok(Ok(list)) => (check_listing(ctx, "prompt", as_values(&list), &own), true),
+            _ => (Vec::new(), false),
+        };
     let limit = ctx.settings.call_timeout.min(ctx.left());
-    let resources_first = match tokio::time::timeout(limit, client.list_all_resources()).await {
-        Ok(Ok(list)) => check_listing(ctx, "resource", as_values(&list), &own),
-        _ => Vec::new(),
-    };
+    let (resources_first, resources_listed) =
+        match tokio::time::timeout(limit, client.list_all_resources()).await {
+            Ok(Ok(list)) => (check_listing(ctx, "resource", as_values(&list), &own), true),
+            _ => (Vec::new(), false),
+        };
     ctx.link.window(None)?;
     ctx.session.tools = tools.clone();
 
@@ -803,19 +808,36 @@ where
             .iter()
             .filter_map(|t| serde_json::to_value(t).ok())
             .collect();
-        for change in diff(&tools, &again) {
+        for mut change in diff(&tools, &again) {
+            // Harm the new metadata asks for that the approved one did not: the rug pull's
+            // consequence (a listing that merely changed is a shape).
+            let name = change["tool"].as_str().unwrap_or("");
+            let find = |list: &[Value]| list.iter().find(|t| t["name"] == name).cloned();
+            if let Some(new) = find(&again) {
+                let new_harm = metadata::harm(&metadata::markers(&new, &own).0);
+                let old_harm = find(&tools)
+                    .map(|old| metadata::harm(&metadata::markers(&old, &own).0))
+                    .unwrap_or_default();
+                let added: Vec<String> = new_harm
+                    .into_iter()
+                    .filter(|h| !old_harm.contains(h))
+                    .collect();
+                if !added.is_empty() {
+                    change["harm"] = json!(added);
+                }
+            }
             ctx.record(EventKind::McpMetadataChanged, change);
         }
     }
     // Prompts and resources too (keyed by name, reported as `prompt:`/`resource:`).
     let limit = ctx.settings.call_timeout.min(ctx.left());
-    if !prompts_first.is_empty()
+    if prompts_listed
         && let Ok(Ok(again)) = tokio::time::timeout(limit, client.list_all_prompts()).await
     {
         record_changes(ctx, "prompt", &prompts_first, &as_values(&again));
     }
     let limit = ctx.settings.call_timeout.min(ctx.left());
-    if !resources_first.is_empty()
+    if resources_listed
         && let Ok(Ok(again)) = tokio::time::timeout(limit, client.list_all_resources()).await
     {
         record_changes(ctx, "resource", &resources_first, &as_values(&again));
@@ -836,11 +858,13 @@ fn as_values<T: serde::Serialize>(list: &[T]) -> Vec<Value> {
 fn check_listing(ctx: &Ctx<'_>, what: &str, list: Vec<Value>, own: &[&str]) -> Vec<Value> {
     for v in &list {
         let (poisoning, shadowing) = metadata::markers(v, own);
+        let harm = metadata::harm(&poisoning);
+        let (poisoning, _) = metadata::split_weak(poisoning);
         if !poisoning.is_empty() {
             let name = v["name"].as_str().unwrap_or("?");
             ctx.record(
                 EventKind::McpToolList,
-                json!({ "tool": format!("{what}:{name}"), "poisoning": poisoning, "shadowing": shadowing }),
+                json!({ "tool": format!("{what}:{name}"), "poisoning": poisoning, "harm": (!harm.is_empty()).then_some(harm), "shadowing": shadowing }),
             );
         }
     }
@@ -984,8 +1008,12 @@ fn inspect(
         json!({
             "source": source, "tool": label, "call": call,
             "injection": (!injection.is_empty()).then(|| injection.iter().map(|i| i.marker).collect::<Vec<_>>()),
+            "harm": Some(crate::content::harm(injection.iter().map(|i| i.marker))).filter(|h| !h.is_empty()),
             "secrets": (!secrets.is_empty()).then(|| secrets.iter().map(|s| json!({ "rule": s.rule, "redacted": s.redacted })).collect::<Vec<_>>()),
             "secret_rules": (!secrets.is_empty()).then(|| secrets.iter().map(|s| s.rule.clone()).collect::<Vec<_>>()),
+            // Only gitleaks' generic assignment rules (`"password": "…"` in a template, an
+            // example config): a shape; a token of a known format is the exposure itself.
+            "generic_only": !secrets.is_empty() && secrets.iter().all(|s| crate::secrets::generic(&s.rule)),
             "excerpt": first,
         }),
     );

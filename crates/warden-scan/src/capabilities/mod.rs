@@ -34,6 +34,8 @@ pub(crate) fn finding(
         tools: Vec::new(),
         evidence: Vec::new(),
         llm_only: false,
+        basis: None,
+        capped: None,
         location: Some(Location {
             file: file.to_owned(),
             component: None,

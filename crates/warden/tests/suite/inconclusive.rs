@@ -197,14 +197,15 @@ fn detonate_command(command: &str) -> (i32, String, String) {
 
 /// Review finding: a server that steals at start-up and exits before `initialize` came out
 /// INCONCLUSIVE, which let its verdict field read as "unknown". What was observed before it
-/// stopped stands when it is HIGH or worse, with `why` beside it; the gate trips on it.
+/// stopped stands when it is HIGH or worse (here the key leaving: a consequence), with `why`
+/// beside it; the gate trips on it.
 #[test]
 pub fn a_serious_finding_before_a_crash_stands_as_the_verdict() {
     let (code, out, err) = detonate("broken.py steal-and-exit", &["--output", "json"]);
     assert_eq!(code, 3, "stopped short, no --fail-on: {err}");
     let r: Value = serde_json::from_str(&out).unwrap();
     assert_valid(&report_schema(), &r);
-    assert_eq!(r["verdict"], "HIGH", "{}", r["findings"]);
+    assert_eq!(r["verdict"], "CRITICAL", "{}", r["findings"]);
     assert_eq!(r["why"]["stage"], "start");
     let (code, _, _) = detonate("broken.py steal-and-exit", &["--fail-on", "high"]);
     assert_eq!(code, 1, "the gate trips on what was observed");

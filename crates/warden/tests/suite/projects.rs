@@ -19,8 +19,10 @@ fn expect_build_hook_findings(r: &Value, hook: &str) {
     let f = rows(r);
     for (rule, sev) in [
         ("install-script", "medium"),
-        ("install-writes-outside", "high"),
-        ("sensitive-file-read", "high"),
+        ("install-writes-outside", "medium"),
+        ("sensitive-file-read", "medium"),
+        // The consequence the verdict rests on: a shell start-up file rewritten.
+        ("persistence-write", "high"),
     ] {
         assert!(f.contains(&(rule.into(), sev.into())), "{rule}: {f:?}");
     }
@@ -162,7 +164,11 @@ pub fn github_clones_are_installed_as_projects() {
         "{f:?}"
     );
     assert!(
-        f.contains(&("sensitive-file-read".into(), "high".into())),
+        f.contains(&("sensitive-file-read".into(), "medium".into())),
+        "{f:?}"
+    );
+    assert!(
+        f.contains(&("persistence-write".into(), "high".into())),
         "{f:?}"
     );
     assert_eq!(r["harness"]["argv"][1], "/workspace/src/server.js");
