@@ -30,6 +30,9 @@ pub struct Resolved {
     pub source: Option<PathBuf>,
     /// The manifest or entry file (for SARIF locations), relative to `source`.
     pub location: Option<String>,
+    /// A server that is one file, in a folder no manifest or venv makes a project of (a script
+    /// in `~/Downloads`): the static phase reads this file alone, never its neighbours.
+    pub lone_file: Option<PathBuf>,
 }
 
 fn interpreter(file: &Path) -> Vec<String> {
@@ -60,14 +63,18 @@ pub fn absolute(path: &Path) -> std::io::Result<PathBuf> {
 /// The virtual environment holding `start` (a folder with `pyvenv.cfg`), else the nearest
 /// folder at or above `start` with a manifest, else `start` itself.
 fn source_root(start: &Path) -> PathBuf {
+    project_root(start).unwrap_or_else(|| start.to_path_buf())
+}
+
+/// The venv or the nearest folder with a manifest that `start` lies in, if any.
+fn project_root(start: &Path) -> Option<PathBuf> {
     let ancestors = || start.ancestors().filter(|p| p.parent().is_some());
     if let Some(venv) = ancestors().find(|d| d.join("pyvenv.cfg").is_file()) {
-        return venv.to_path_buf();
+        return Some(venv.to_path_buf());
     }
     ancestors()
         .find(|d| MANIFESTS.iter().any(|m| d.join(m).is_file()))
-        .unwrap_or(start)
-        .to_path_buf()
+        .map(Path::to_path_buf)
 }
 
 /// Paths the jail mounts itself: a source folder there cannot keep its own path.
@@ -220,11 +227,17 @@ pub fn resolve(target: Option<&str>, command: &[String]) -> Result<Resolved> {
             }),
         _ => None,
     };
+    // A script outside any project is a server of one file: its neighbours are not its.
+    let lone_file = script
+        .as_deref()
+        .filter(|s| s.parent().is_some_and(|p| project_root(p).is_none()))
+        .map(Path::to_path_buf);
     Ok(Resolved {
         display: target.map_or_else(|| command.join(" "), str::to_owned),
         argv: argv.iter().map(rewrite).collect(),
         source,
         location,
+        lone_file,
     })
 }
 
@@ -249,6 +262,7 @@ mod tests {
         assert_eq!(mount_point(Path::new("/tmp/x")), Path::new(SOURCE_MOUNT));
         assert_eq!(r.source.as_deref(), Some(d.as_path()));
         assert_eq!(r.location.as_deref(), Some("pyproject.toml"));
+        assert_eq!(r.lone_file, None, "inside a project");
         let r = resolve(Some(d.join("src").to_str().unwrap()), &[]).unwrap();
         assert_eq!(r.argv, vec!["python3", "/srv/target/src/server.py"]);
         assert!(

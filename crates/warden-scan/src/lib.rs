@@ -423,18 +423,62 @@ fn vulnerability_finding(v: &osv::Vulnerability, components: &[Component]) -> Fi
     }
 }
 
+/// The whole of `path` if it is a regular file (not a link) of at most `max` bytes: read as the
+/// scan reads its files, for a caller that copies one file to be scanned alone.
+pub fn read_file(path: &Path, max: u64) -> Option<Vec<u8>> {
+    read_bounded(path, max)
+}
+
 /// The whole file if it is a regular file (not a link) of at most `max` bytes and the scan's
-/// [`budget`] still covers it.
+/// [`budget`] still covers it. The file is opened without following a link in its last
+/// component and without blocking (a FIFO), and judged by its own descriptor: no window
+/// between a check by name and the open (a file swapped for a link in between is refused).
 pub(crate) fn read_bounded(path: &Path, max: u64) -> Option<Vec<u8>> {
-    let meta = std::fs::symlink_metadata(path).ok()?;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    let meta = file.metadata().ok()?;
     if !meta.is_file() || meta.len() > max || !budget::charge(meta.len()) {
         return None;
     }
     let mut out = Vec::new();
-    std::fs::File::open(path)
-        .ok()?
-        .take(max + 1)
-        .read_to_end(&mut out)
-        .ok()?;
+    file.take(max + 1).read_to_end(&mut out).ok()?;
     (out.len() as u64 <= max).then_some(out)
+}
+
+#[cfg(test)]
+mod read_tests {
+    use super::*;
+
+    /// Issue #31: `read_bounded` checked for a link by name and then opened by name, so a file
+    /// swapped for a link in between was followed. The open itself refuses a link, and what
+    /// was opened is judged by its descriptor.
+    #[test]
+    fn a_link_is_never_read_and_a_fifo_never_blocks() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("real"), "x==1\n").unwrap();
+        std::os::unix::fs::symlink(tmp.path().join("real"), tmp.path().join("link")).unwrap();
+        assert_eq!(
+            read_bounded(&tmp.path().join("real"), 100).as_deref(),
+            Some(&b"x==1\n"[..])
+        );
+        assert_eq!(read_bounded(&tmp.path().join("link"), 100), None);
+        let fifo = tmp.path().join("fifo");
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(&fifo)
+                .status()
+                .unwrap()
+                .success()
+        );
+        assert_eq!(read_bounded(&fifo, 100), None);
+        assert_eq!(
+            read_bounded(&tmp.path().join("real"), 2),
+            None,
+            "over the cap"
+        );
+    }
 }

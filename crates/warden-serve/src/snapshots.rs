@@ -549,6 +549,27 @@ impl Store {
     /// Make the workspace exactly snapshot `id`: extra entries removed, changed ones rewritten,
     /// missing ones recreated, modes and modification times restored.
     pub fn restore(&self, ws: &Dir, id: &str) -> Result<Manifest, SnapshotError> {
+        self.restore_except(ws, id, &|_, _| false).map(|(m, _)| m)
+    }
+
+    /// [`Self::restore`], except that every path `left(path, is_dir)` names is left as it is
+    /// now — neither removed, nor created, rewritten or re-moded (the protected paths of a
+    /// lasting workspace: a snapshot must not bring back a git hook or an agent's
+    /// configuration that was removed since). Returns the snapshot and the paths left alone.
+    pub fn restore_except(
+        &self,
+        ws: &Dir,
+        id: &str,
+        left: &dyn Fn(&Path, bool) -> bool,
+    ) -> Result<(Manifest, Vec<String>), SnapshotError> {
+        let mut left_alone: Vec<String> = Vec::new();
+        let mut skip = |e: &Entry| {
+            let hit = left(&e.exact_path(), e.kind == Kind::Dir);
+            if hit && !left_alone.contains(&e.path) {
+                left_alone.push(e.path.clone());
+            }
+            hit
+        };
         let snap = self.get(id)?;
         for e in &snap.entries {
             if let Some(h) = &e.sha256
@@ -563,7 +584,7 @@ impl Store {
         current.reverse();
         for (e, _) in &current {
             let keep = want.get(&e.key()).is_some_and(|w| w.kind == e.kind);
-            if !keep {
+            if !keep && !skip(e) {
                 let p = e.exact_path();
                 let r = if e.kind == Kind::Dir {
                     ws.remove_dir_all(&p)
@@ -580,6 +601,9 @@ impl Store {
         let now: BTreeMap<Vec<u8>, Entry> =
             scan(ws)?.0.into_iter().map(|(e, _)| (e.key(), e)).collect();
         for e in &snap.entries {
+            if skip(e) {
+                continue;
+            }
             let p = e.exact_path();
             let p = p.as_path();
             let here = now.get(&e.key());
@@ -625,6 +649,9 @@ impl Store {
         // Modes and times last, children before parents (writing into a directory changes its
         // mtime); symlinks have no mode of their own on Linux.
         for e in snap.entries.iter().rev() {
+            if skip(e) {
+                continue;
+            }
             let p = e.exact_path();
             let p = p.as_path();
             let secs = u64::try_from(e.mtime_ns / 1_000_000_000).unwrap_or(0);
@@ -641,6 +668,7 @@ impl Store {
                     .map_err(io(format!("touch {:?}", e.path)))?;
             }
         }
-        Ok(snap)
+        left_alone.sort();
+        Ok((snap, left_alone))
     }
 }

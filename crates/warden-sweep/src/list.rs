@@ -129,6 +129,25 @@ impl Target {
     }
 }
 
+/// Whether `s` has the shape [`Target::slug`] gives: at most 80 of `[a-z0-9._-]` (not starting
+/// with a dot), a dash and eight lowercase hex digits. Nothing else is a report's name: a slug
+/// read back from a file (a shard's `results.jsonl`) is checked with this before it names a
+/// file, so `../` or `/` can never reach a path.
+pub fn is_slug(s: &str) -> bool {
+    let Some((safe, hash)) = s.rsplit_once('-') else {
+        return false;
+    };
+    safe.len() <= 80
+        && !safe.starts_with('.')
+        && safe
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '-' | '_'))
+        && hash.len() == 8
+        && hash
+            .chars()
+            .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c))
+}
+
 /// FNV-1a, 64 bits: stable across runs and machines (shards, slugs, versions).
 pub fn fnv(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -224,6 +243,33 @@ mod tests {
         assert_eq!(list[2].key(), ":: python3 s.py");
         assert!(parse("{\"env\":{}}", "l").is_err());
         assert!(parse("{not json", "l").is_err());
+    }
+
+    #[test]
+    fn only_the_slugs_a_sweep_makes_are_slugs() {
+        for t in [
+            "npm:@scope/x@1.2.3",
+            "pypi:mcp-server-time",
+            "./a b/c",
+            "..",
+            "",
+        ] {
+            let slug = Target::spec(t).slug();
+            assert!(is_slug(&slug), "{t}: {slug}");
+        }
+        for bad in [
+            "../../../victim/config",
+            "/etc/passwd-0000abcd",
+            "a/b-0000abcd",
+            ".hidden-0000abcd",
+            "x-0000ABCD",
+            "x-123",
+            "x",
+            "",
+            "x-0000abcd\n",
+        ] {
+            assert!(!is_slug(bad), "{bad}");
+        }
     }
 
     #[test]

@@ -43,6 +43,18 @@ pub struct Outcome {
 /// Why the results file could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ResultsError {
+    /// A line names a report that is not of a sweep's making (a hostile or corrupted file).
+    #[error(
+        "{path}:{line}: slug {slug:?} is not a name sweep makes (refused: it would name a file)"
+    )]
+    BadSlug {
+        /// The file.
+        path: String,
+        /// 1-based line.
+        line: usize,
+        /// The slug, cut to 100 characters.
+        slug: String,
+    },
     /// Reading or writing it failed.
     #[error("{path}: {why}")]
     Io {
@@ -53,7 +65,8 @@ pub enum ResultsError {
     },
 }
 
-/// Every whole line of `path` (none if it does not exist), the last outcome per target key.
+/// Every whole line of `path` (none if it does not exist), the last outcome per target key; a
+/// line whose slug is not one [`crate::list::is_slug`] accepts is an error naming the line.
 pub fn load(path: &Path) -> Result<BTreeMap<String, Outcome>, ResultsError> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
@@ -65,11 +78,21 @@ pub fn load(path: &Path) -> Result<BTreeMap<String, Outcome>, ResultsError> {
             });
         }
     };
-    Ok(text
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Outcome>(l).ok())
-        .map(|o| (o.target.clone(), o))
-        .collect())
+    let mut out = BTreeMap::new();
+    for (n, l) in text.lines().enumerate() {
+        let Ok(o) = serde_json::from_str::<Outcome>(l) else {
+            continue;
+        };
+        if !crate::list::is_slug(&o.slug) {
+            return Err(ResultsError::BadSlug {
+                path: path.display().to_string(),
+                line: n + 1,
+                slug: o.slug.chars().take(100).collect(),
+            });
+        }
+        out.insert(o.target.clone(), o);
+    }
+    Ok(out)
 }
 
 /// End a torn last line (a crash inside a write) so the next line starts on its own.
@@ -121,7 +144,7 @@ mod tests {
         Outcome {
             target: t.into(),
             version: v.into(),
-            slug: t.into(),
+            slug: crate::list::Target::spec(t).slug(),
             verdict: "PASS".into(),
             score: 0,
             categories: vec![],

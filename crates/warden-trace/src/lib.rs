@@ -1,6 +1,7 @@
 //! What Warden's tracer needs besides syscalls: canary tokens and their matcher, the decoy home
 //! and canary environment, the DNS stub's codec and fake address range, sniffing of captured
-//! connections (TLS SNI, HTTP request line), and the environment-read interposers.
+//! connections (TLS SNI, HTTP request line), the framing of the HTTP requests on one
+//! connection, and the environment-read interposers.
 //!
 //! Everything here is pure logic over bytes the sandboxed program controls: it is bounded,
 //! never panics on malformed input (property-tested) and does no I/O of its own. The jail
@@ -11,6 +12,7 @@ pub mod decoys;
 pub mod dns;
 pub mod hosts;
 pub mod interposer;
+pub mod requests;
 pub mod sniff;
 
 pub use canary::{Canaries, Canary, Form, Hit};

@@ -109,7 +109,7 @@ pub struct ScanArgs {
     #[arg(long, value_name = "SEVERITY", value_parser = ["info", "low", "medium", "high", "critical"])]
     pub fail_on: Option<String>,
     /// Exit 0 (or 1 under --fail-on) even when no component's vulnerabilities could be
-    /// checked, instead of 3.
+    /// checked, or when --fail-on gates a scan that left files unread, instead of 3.
     #[arg(long)]
     pub allow_unknown: bool,
 }

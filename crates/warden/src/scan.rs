@@ -1,7 +1,8 @@
 //! `warden scan`: the target fetched as `detonate` fetches it (no package code runs), read by
 //! `warden-scan`, the report to stdout or `--out`, and the exit status: 0, 1 when a finding
-//! reaches `--fail-on`, 2 on errors, 3 when no component's vulnerabilities could be checked
-//! (unless `--allow-unknown`): a gate must not pass on a check that did not happen.
+//! reaches `--fail-on`, 2 on errors, 3 when no component's vulnerabilities could be checked,
+//! or when `--fail-on` gates a scan that left files unread (unless `--allow-unknown`): a gate
+//! must not pass on a check that did not happen, nor on one that did not read everything.
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -100,6 +101,15 @@ fn scan(args: &ScanArgs) -> Result<u8> {
             warden_scan::report::clip(&check.source, 300)
         );
         if !args.allow_unknown && !tripped {
+            return Ok(3);
+        }
+    }
+    if !report.unreadable.is_empty() {
+        eprintln!(
+            "warden scan: known vulnerabilities PARTIAL: {} file(s) not read (links, missing or outside includes, parse errors): their components are missing",
+            report.unreadable.len()
+        );
+        if gate.is_some() && !args.allow_unknown && !tripped {
             return Ok(3);
         }
     }

@@ -216,33 +216,6 @@ fn address(hex: &str, v6: bool) -> String {
     }
 }
 
-/// The ports of every LISTEN socket in the network namespace of `init` (the capture network
-/// listens on none there: every one is the server's).
-pub fn listening_ports(init: u32) -> Vec<u16> {
-    let mut out = Vec::new();
-    for file in ["tcp", "tcp6"] {
-        let Ok(text) = std::fs::read_to_string(format!("/proc/{init}/net/{file}")) else {
-            continue;
-        };
-        for line in text.lines().skip(1) {
-            let cols: Vec<&str> = line.split_whitespace().collect();
-            if cols.get(3) != Some(&"0A") {
-                continue;
-            }
-            if let Some(p) = cols
-                .get(1)
-                .and_then(|l| l.split_once(':'))
-                .and_then(|(_, p)| u16::from_str_radix(p, 16).ok())
-            {
-                out.push(p);
-            }
-        }
-    }
-    out.sort_unstable();
-    out.dedup();
-    out
-}
-
 /// Whether every address is a wildcard (reachable from any interface).
 pub fn wildcard(addresses: &[String]) -> bool {
     addresses.iter().any(|a| a == "0.0.0.0" || a == "::")

@@ -28,6 +28,7 @@ use crate::{args, metadata};
 
 mod agent;
 pub mod http;
+pub mod listeners;
 mod reading;
 pub mod remote;
 mod repeat;
@@ -392,8 +393,12 @@ pub fn run(
                 let supervisor = running.supervisor_pid();
                 tokio::select! {
                     r = session(&mut ctx, transport) => r,
-                    port = listens_silently(supervisor, answered) => {
-                        Err(anyhow::anyhow!("no answer on stdio, and it listens on port {port}"))
+                    found = listens_silently(supervisor, answered) => {
+                        let ports: Vec<String> = found.iter().map(|l| l.port.to_string()).collect();
+                        Err(anyhow::anyhow!(
+                            "no answer on stdio, and it listens on port {}",
+                            ports.join(", ")
+                        ))
                     }
                 }
             });
@@ -451,60 +456,80 @@ pub fn run(
     Ok((session, link.events()))
 }
 
-/// Resolves once the server listens on a TCP port in the jail while its stdio `initialize` is
-/// still unanswered (checked every 250 ms from the first second); never while it answers.
-async fn listens_silently(supervisor: u32, answered: Arc<AtomicBool>) -> u16 {
+/// How long a listener of the server's must stay up, with stdio still unanswered, before the
+/// harness stops waiting for stdio.
+const SILENT_GRACE: Duration = Duration::from_secs(2);
+
+/// Resolves once a process of the server's own tree listens on a TCP port in the jail (never
+/// the capture sink, which listens there on the ports a server dials) and its stdio
+/// `initialize` has stayed unanswered [`SILENT_GRACE`] after that (checked every 250 ms from
+/// the first second); never while it answers. Returns the server's listeners.
+async fn listens_silently(supervisor: u32, answered: Arc<AtomicBool>) -> Vec<listeners::Listener> {
     tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut since: Option<Instant> = None;
     loop {
         if answered.load(Ordering::Relaxed) {
             std::future::pending::<()>().await;
         }
-        if let Some(port) =
-            http::init_of(supervisor).and_then(|init| http::listening_ports(init).first().copied())
-        {
-            return port;
+        let found = http::init_of(supervisor)
+            .map(listeners::of_server)
+            .unwrap_or_default();
+        match (found.is_empty(), since) {
+            (true, _) => since = None,
+            (false, None) => since = Some(Instant::now()),
+            (false, Some(t)) if t.elapsed() >= SILENT_GRACE => return found,
+            (false, Some(_)) => {}
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
 
-/// A stdio start that never answered initialize but listens on a TCP port in the jail (a
-/// uvicorn or Express server started without saying so): the session again over Streamable
-/// HTTP at `/mcp`, then legacy SSE at `/sse`, on the first such port. `None` when it listens
-/// on none.
+/// A stdio start that never answered initialize while a process of its own listens on a TCP
+/// port in the jail (a uvicorn or Express server started without saying so): the session
+/// again over Streamable HTTP at `/mcp`, then legacy SSE at `/sse`, on each of the server's
+/// ports in turn, each try recorded with why it was made. `None` when it listens on none.
 fn detect_http(
     rt: &tokio::runtime::Runtime,
     ctx: &mut Ctx<'_>,
     supervisor: u32,
 ) -> Option<Result<()>> {
     let init = http::init_of(supervisor)?;
-    let port = *http::listening_ports(init).first()?;
+    let found = listeners::of_server(init);
     let mut last = None;
-    for (path, sse) in [("/mcp", false), ("/sse", true)] {
-        if ctx.left().is_zero() {
-            break;
+    for listener in &found {
+        let port = listener.port;
+        for (path, sse) in [("/mcp", false), ("/sse", true)] {
+            if ctx.left().is_zero() {
+                return last;
+            }
+            let kind = if sse { "sse" } else { "http" };
+            ctx.progress(&format!(
+                "no stdio answer, but port {port} listens: trying {kind}"
+            ));
+            let why = format!(
+                "initialize unanswered on stdio while the server's own process {} ({}) listens on port {port}",
+                crate::report::clean(&listener.program),
+                listener.pid
+            );
+            ctx.record(
+                EventKind::McpTiming,
+                json!({ "phase": "transport_detection", "port": port, "transport": kind, "path": path, "why": why }),
+            );
+            ctx.session = Session::default();
+            let target = http::HttpTarget {
+                port,
+                path: path.to_owned(),
+                sse,
+            };
+            let result = http_session(rt, ctx, supervisor, &target);
+            if ctx.session.initialized {
+                ctx.session.detected_transport = Some(
+                    json!({ "kind": kind, "port": port, "path": path, "detected": true, "why": why }),
+                );
+                return Some(result);
+            }
+            last = Some(result);
         }
-        let kind = if sse { "sse" } else { "http" };
-        ctx.progress(&format!(
-            "no stdio answer, but port {port} listens: trying {kind}"
-        ));
-        ctx.record(
-            EventKind::McpTiming,
-            json!({ "phase": "transport_detection", "port": port, "transport": kind, "path": path }),
-        );
-        ctx.session = Session::default();
-        let target = http::HttpTarget {
-            port,
-            path: path.to_owned(),
-            sse,
-        };
-        let result = http_session(rt, ctx, supervisor, &target);
-        if ctx.session.initialized {
-            ctx.session.detected_transport =
-                Some(json!({ "kind": kind, "port": port, "path": path, "detected": true }));
-            return Some(result);
-        }
-        last = Some(result);
     }
     last
 }

@@ -7,6 +7,10 @@
 //! detonation itself shows what the package does. Vulnerabilities are checked only against a
 //! source the operator named (`--osv-db`, `--osv-url`, `WARDEN_OSV_DB`): a detonation asks no
 //! third party about the package unless told to, and says *unknown* otherwise.
+//!
+//! A server that is one file outside any project (no manifest or venv above it) is read
+//! alone: a copy of that file in a folder of its own, so a script in `~/Downloads` is never
+//! blamed for what its neighbours contain.
 
 use serde_json::{Value, json};
 use warden_events::{Category, Finding};
@@ -22,11 +26,34 @@ pub struct Scanned {
     pub report: ScanReport,
 }
 
+/// A lone file copied at most this big (a script; anything larger is read by name only).
+const MAX_LONE_FILE: u64 = 16 << 20;
+
+/// A folder holding a copy of `file` alone, named as the file is.
+fn alone(file: &std::path::Path) -> Option<tempfile::TempDir> {
+    let dir = tempfile::Builder::new()
+        .prefix("warden-lone-")
+        .tempdir()
+        .ok()?;
+    let bytes = warden_scan::read_file(file, MAX_LONE_FILE)?;
+    std::fs::write(dir.path().join(file.file_name()?), bytes).ok()?;
+    Some(dir)
+}
+
 /// Scan the target's source and installed tree.
 pub fn scan(options: &Options, source: &Source) -> Option<Scanned> {
+    let mut _lone = None;
     let path = match source {
         Source::Fetched(f) => f.workspace.path().to_path_buf(),
-        Source::Local(r) => r.source.clone()?,
+        Source::Local(r) => match &r.lone_file {
+            Some(file) => {
+                let dir = alone(file)?;
+                let path = dir.path().to_path_buf();
+                _lone = Some(dir);
+                path
+            }
+            None => r.source.clone()?,
+        },
     };
     super::progress(options, "reading its components (static scan)");
     let roots = [Root {

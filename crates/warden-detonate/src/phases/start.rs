@@ -63,6 +63,7 @@ pub fn start(options: &Options, source: &Source, install: &Install) -> Result<St
                     argv,
                     source: None,
                     location: f.location.clone(),
+                    lone_file: None,
                 }
             } else {
                 // The package is installed; the operator says how to start it.

@@ -5,8 +5,12 @@
 //!
 //! Guarantees: the name comes from the stub's own record of what the program asked for and is
 //! checked, with the port, against the policy's list ([`warden_trace::hosts`]); the program's
-//! first bytes must name that same host (the TLS SNI, or the HTTP `Host`), so a shared front
-//! end cannot be asked for another site; the name is resolved on the host as a fully qualified
+//! first bytes must name that same host (the TLS SNI, or the HTTP `Host`), and on a plaintext
+//! HTTP connection so must every later request kept alive on it (found by its framing,
+//! [`warden_trace::requests`], before a byte of it is forwarded; a stream that cannot be framed
+//! is closed), so a shared front end cannot be asked for another site; inside TLS nothing after
+//! the ClientHello can be read without opening it, so a TLS connection is checked by its SNI
+//! alone; the name is resolved on the host as a fully qualified
 //! name, and an answer that is loopback, link-local, private (RFC 1918, CGNAT, unique-local),
 //! unspecified, multicast or one of the host's own addresses is refused, so an allowlisted name
 //! cannot be bent into a path to the host's own services, its network or a cloud metadata
@@ -161,7 +165,7 @@ impl Forwarder {
     ) {
         self.spawn(inner, dest, None, move |me, inner| {
             match targets.take(dest) {
-                Some(outer) => me.relay(inner, outer, dest, None, Vec::new()),
+                Some(outer) => me.relay(inner, outer, dest, None, Vec::new(), NO_GUARD),
                 None => {
                     let _ = inner.shutdown(Shutdown::Both);
                     me.record(dest, None, &[], 0, 0, Some("the target cannot be reached"));
@@ -309,6 +313,22 @@ impl Forwarder {
                 return;
             }
         };
+        // Plaintext HTTP: every request on the connection must name the host, the first ones
+        // (already in `first`) included.
+        let mut requests = None;
+        if warden_trace::sniff(&first).protocol == "http" {
+            let mut r = warden_trace::requests::Requests::new();
+            let checked = r
+                .feed(&first)
+                .map_err(|e| e.to_string())
+                .and_then(|hosts| same_hosts(&hosts, host));
+            if let Err(e) = checked {
+                let _ = inner.shutdown(Shutdown::Both);
+                self.record(dest, Some(host), &first, 0, 0, Some(&e));
+                return;
+            }
+            requests = Some(r);
+        }
         if outer.write_all(&first).is_err() {
             let _ = inner.shutdown(Shutdown::Both);
             self.record(
@@ -321,7 +341,15 @@ impl Forwarder {
             );
             return;
         }
-        self.relay(inner, outer, dest, Some(host), first);
+        let guard = requests.map(|mut r| {
+            let host = host.to_owned();
+            move |chunk: &[u8]| {
+                r.feed(chunk)
+                    .map_err(|e| format!("a later request on the kept-alive connection: {e}"))
+                    .and_then(|hosts| same_hosts(&hosts, &host))
+            }
+        });
+        self.relay(inner, outer, dest, Some(host), first, guard);
     }
 
     /// Copy both ways between `inner` and `outer` (`first`, already sent, counts as sent) and
@@ -333,6 +361,7 @@ impl Forwarder {
         dest: SocketAddr,
         host: Option<&str>,
         first: Vec<u8>,
+        guard: Option<impl FnMut(&[u8]) -> Result<(), String>>,
     ) {
         let kept = self.keep(&outer);
         let clock = Instant::now();
@@ -344,13 +373,21 @@ impl Forwarder {
         let (stop, last2) = (self.stop.clone(), last.clone());
         let back = std::thread::Builder::new()
             .name("warden-egress".into())
-            .spawn(move || copy(outer2, inner2, &stop, &last2, clock, None));
+            .spawn(move || copy(outer2, inner2, &stop, &last2, clock, None, NO_GUARD).0);
         let mut rest = first.clone();
-        let sent =
-            first.len() as u64 + copy(inner, outer, &self.stop, &last, clock, Some(&mut rest));
+        let (copied, refused) = copy(
+            inner,
+            outer,
+            &self.stop,
+            &last,
+            clock,
+            Some(&mut rest),
+            guard,
+        );
+        let sent = first.len() as u64 + copied;
         let received = back.map_or(0, |t| t.join().unwrap_or(0));
         self.forget(kept);
-        self.record(dest, host, &rest, sent, received, None);
+        self.record(dest, host, &rest, sent, received, refused.as_deref());
     }
 
     fn record(
@@ -390,6 +427,30 @@ impl Forwarder {
     }
 }
 
+/// A check on the bytes of one direction: `Err(why)` stops the copy before they are written.
+type Guard = fn(&[u8]) -> Result<(), String>;
+
+/// No check on a direction's bytes.
+const NO_GUARD: Option<Guard> = None;
+
+/// Every host of `hosts` (requests found on a connection) is `host`; else why not.
+fn same_hosts(hosts: &[Option<String>], host: &str) -> Result<(), String> {
+    for h in hosts {
+        match h {
+            Some(h)
+                if h.trim_end_matches('.')
+                    .eq_ignore_ascii_case(host.trim_end_matches('.')) => {}
+            Some(h) => {
+                return Err(format!(
+                    "a request on the connection asks for {h:?}, not {host}"
+                ));
+            }
+            None => return Err("a request on the connection does not name its host".into()),
+        }
+    }
+    Ok(())
+}
+
 /// A read that only timed out (or was interrupted): nothing is wrong yet.
 fn waiting(e: &std::io::Error) -> bool {
     matches!(
@@ -400,9 +461,10 @@ fn waiting(e: &std::io::Error) -> bool {
     )
 }
 
-/// Copy `from` to `to` until either side ends, the cap is reached, the run stops or both
-/// directions have been idle for [`IDLE`]; the first bytes are kept in `first` when given.
-/// Returns the bytes copied.
+/// Copy `from` to `to` until either side ends, the cap is reached, the run stops, both
+/// directions have been idle for [`IDLE`] or `guard` refuses a chunk (which is then not
+/// written, and both sides are closed); the first bytes are kept in `first` when given.
+/// Returns the bytes copied and the guard's refusal, if any.
 fn copy(
     mut from: TcpStream,
     mut to: TcpStream,
@@ -410,7 +472,9 @@ fn copy(
     last: &AtomicU64,
     clock: Instant,
     mut first: Option<&mut Vec<u8>>,
-) -> u64 {
+    mut guard: Option<impl FnMut(&[u8]) -> Result<(), String>>,
+) -> (u64, Option<String>) {
+    let mut refused = None;
     let _ = from.set_read_timeout(Some(TICK));
     let _ = to.set_write_timeout(Some(WRITE));
     let mut buf = vec![0u8; 64 << 10];
@@ -424,6 +488,12 @@ fn copy(
             Ok(0) => break,
             Ok(n) => {
                 let chunk = &buf[..n];
+                if let Some(Err(e)) = guard.as_mut().map(|g| g(chunk)) {
+                    refused = Some(e);
+                    let _ = from.shutdown(Shutdown::Both);
+                    let _ = to.shutdown(Shutdown::Both);
+                    break;
+                }
                 if let Some(f) = first.as_deref_mut() {
                     let room = MAX_CAPTURE.saturating_sub(f.len());
                     f.extend_from_slice(&chunk[..room.min(n)]);
@@ -451,7 +521,7 @@ fn copy(
     if stop.load(Ordering::Acquire) {
         let _ = from.shutdown(Shutdown::Both);
     }
-    total
+    (total, refused)
 }
 
 #[cfg(test)]

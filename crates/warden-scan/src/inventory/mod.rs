@@ -51,6 +51,9 @@ pub struct Inventory {
 pub struct Files {
     /// Relative path → absolute path, for every file the readers know by name.
     pub known: Vec<(String, PathBuf)>,
+    /// Files the readers know by name that the walk did not follow (symbolic links), with why:
+    /// what they hold is not in the inventory, and the report says so.
+    pub skipped: Vec<(String, String)>,
     /// The walk stopped early.
     pub truncated: bool,
 }
@@ -107,24 +110,53 @@ pub fn walk(root: &Path) -> Files {
                     continue;
                 }
                 stack.push((path, depth + 1));
-            } else if kind.is_file() && wanted(&name, &parent) {
+            } else if (kind.is_file() || kind.is_symlink()) && wanted(&name, &parent) {
                 let rel = path
                     .strip_prefix(root)
                     .unwrap_or(&path)
                     .to_string_lossy()
                     .into_owned();
-                out.known.push((rel, path));
+                if kind.is_symlink() {
+                    out.skipped
+                        .push((rel, "a symbolic link: not followed".to_owned()));
+                } else {
+                    out.known.push((rel, path));
+                }
             }
         }
     }
     out.known.sort();
+    out.skipped.sort();
+    out
+}
+
+/// Characters of a reason kept (a parse error can quote a whole line of the file).
+const MAX_WHY: usize = 200;
+
+/// `why` as a report keeps it: control characters escaped, at most [`MAX_WHY`] characters.
+pub fn bounded_why(why: &str) -> String {
+    let mut out = String::new();
+    let mut n = 0;
+    for c in why.chars() {
+        let shown = if c.is_control() {
+            c.escape_default().to_string()
+        } else {
+            c.to_string()
+        };
+        n += shown.chars().count();
+        if n > MAX_WHY {
+            out.push('…');
+            break;
+        }
+        out.push_str(&shown);
+    }
     out
 }
 
 /// Read the inventory from the files `walk` found.
 pub fn inventory(files: &Files) -> Inventory {
     let mut found = Vec::new();
-    let mut unreadable = Vec::new();
+    let mut unreadable = files.skipped.clone();
     for (rel, path) in &files.known {
         let name = path
             .file_name()
@@ -141,12 +173,12 @@ pub fn inventory(files: &Files) -> Inventory {
             "setup.cfg" => python::setup_cfg(rel, path),
             "METADATA" => python::dist_info(rel, path),
             n if n.ends_with(".whl") => python::wheel(rel, path),
-            n if n.starts_with("requirements") => python::requirements(rel, path),
+            n if n.starts_with("requirements") => python::requirements(rel, path, &mut unreadable),
             _ => Ok(Vec::new()),
         };
         match result {
             Ok(mut c) => found.append(&mut c),
-            Err(why) => unreadable.push((rel.clone(), why)),
+            Err(why) => unreadable.push((rel.clone(), bounded_why(&why))),
         }
     }
     Inventory {
@@ -281,6 +313,70 @@ pub(crate) fn text(path: &Path) -> Result<String, String> {
 mod tests {
     use super::*;
     use crate::component::Evidence;
+
+    /// Issue #31: a symbolic link where a manifest would be, and includes that are missing or
+    /// lead outside, were dropped silently and the check read "complete". Each is listed with
+    /// why; what was read is still read.
+    #[test]
+    fn what_was_not_followed_is_listed_with_why() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("project");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::write(tmp.path().join("elsewhere.txt"), "jinja2==2.10\n").unwrap();
+        std::os::unix::fs::symlink(
+            tmp.path().join("elsewhere.txt"),
+            root.join("requirements.txt"),
+        )
+        .unwrap();
+        std::fs::write(
+            root.join("requirements-dev.txt"),
+            "-r missing.txt\n-r ../elsewhere.txt\nrequests==2.0.0\n",
+        )
+        .unwrap();
+        let inv = inventory(&walk(&root));
+        let why = |file: &str, part: &str| {
+            inv.unreadable
+                .iter()
+                .any(|(f, w)| f == file && w.contains(part))
+        };
+        assert!(
+            why("requirements.txt", "symbolic link"),
+            "{:?}",
+            inv.unreadable
+        );
+        assert!(
+            why("requirements-dev.txt", "-r missing.txt: missing"),
+            "{:?}",
+            inv.unreadable
+        );
+        assert!(
+            why(
+                "requirements-dev.txt",
+                "-r ../elsewhere.txt: outside the scanned folder"
+            ),
+            "{:?}",
+            inv.unreadable
+        );
+        assert!(inv.components.iter().any(|c| c.name == "requests"));
+        assert!(!inv.components.iter().any(|c| c.name == "jinja2"));
+    }
+
+    /// Issue #31: a TOML parse error quoted the offending line whole (a 400 KB line gave a
+    /// 400 KB reason). Reasons are cut to 200 characters, control characters escaped.
+    #[test]
+    fn a_parse_error_is_quoted_short() {
+        let tmp = tempfile::tempdir().unwrap();
+        let line = format!("[project]\nname = \"x\u{1b}[2J{}\n", "a".repeat(400_000));
+        std::fs::write(tmp.path().join("pyproject.toml"), line).unwrap();
+        let inv = inventory(&walk(tmp.path()));
+        let (_, why) = inv.unreadable.first().expect("the parse error");
+        assert!(
+            why.chars().count() <= 201,
+            "{} characters",
+            why.chars().count()
+        );
+        assert!(!why.contains('\u{1b}'), "{why}");
+    }
 
     #[test]
     fn a_pinned_version_absorbs_the_declared_range_and_becomes_direct() {

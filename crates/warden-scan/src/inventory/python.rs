@@ -89,7 +89,14 @@ fn from_requirement(line: &str, rel: &str, evidence: Evidence) -> Option<Compone
 }
 
 /// A `requirements*.txt` (pinned lines count as locked) or `requirements*.in` (declared).
-pub fn requirements(rel: &str, path: &Path) -> Result<Vec<Component>, String> {
+/// Includes (`-r`) that are missing, lead outside the scanned folder or nest too deep are not
+/// followed, and each is added to `dropped` with why: the check is then partial, never
+/// complete.
+pub fn requirements(
+    rel: &str,
+    path: &Path,
+    dropped: &mut Vec<(String, String)>,
+) -> Result<Vec<Component>, String> {
     let evidence = if rel.ends_with(".in") {
         Evidence::Manifest
     } else {
@@ -98,8 +105,24 @@ pub fn requirements(rel: &str, path: &Path) -> Result<Vec<Component>, String> {
     let root = root_of(rel, path);
     let mut out = Vec::new();
     let mut seen = BTreeSet::new();
-    read_requirements(path, rel, &root, evidence, 0, &mut seen, &mut out)?;
+    let mut reader = Reader {
+        root: &root,
+        evidence,
+        seen: &mut seen,
+        out: &mut out,
+        dropped,
+    };
+    reader.read(path, rel, 0)?;
     Ok(out)
+}
+
+/// One requirements file's walk through its includes.
+struct Reader<'a> {
+    root: &'a Path,
+    evidence: Evidence,
+    seen: &'a mut BTreeSet<PathBuf>,
+    out: &'a mut Vec<Component>,
+    dropped: &'a mut Vec<(String, String)>,
 }
 
 /// The scanned folder, from a file's absolute and relative paths.
@@ -111,63 +134,83 @@ fn root_of(rel: &str, path: &Path) -> PathBuf {
     root
 }
 
-fn read_requirements(
-    path: &Path,
-    rel: &str,
-    root: &Path,
-    evidence: Evidence,
-    depth: usize,
-    seen: &mut BTreeSet<PathBuf>,
-    out: &mut Vec<Component>,
-) -> Result<(), String> {
-    let text = super::text(path)?;
-    let joined = text.replace("\\\r\n", " ").replace("\\\n", " ");
-    for line in joined.lines() {
-        let line = match line.find(" #") {
-            Some(i) => &line[..i],
-            None => line,
-        }
-        .trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let include = line
-            .strip_prefix("-r ")
-            .or_else(|| line.strip_prefix("--requirement "))
-            .or_else(|| line.strip_prefix("--requirement="));
-        if let Some(inc) = include {
-            if depth >= MAX_INCLUDES {
+impl Reader<'_> {
+    fn read(&mut self, path: &Path, rel: &str, depth: usize) -> Result<(), String> {
+        let text = super::text(path)?;
+        let joined = text.replace("\\\r\n", " ").replace("\\\n", " ");
+        for line in joined.lines() {
+            let line = match line.find(" #") {
+                Some(i) => &line[..i],
+                None => line,
+            }
+            .trim();
+            if line.is_empty() || line.starts_with('#') {
                 continue;
             }
-            let Some(dir) = path.parent() else { continue };
-            // Includes stay inside the scanned folder, links resolved.
-            let Ok(target) = dir.join(inc.trim()).canonicalize() else {
-                continue;
-            };
-            let Ok(canon_root) = root.canonicalize() else {
-                continue;
-            };
-            if !target.starts_with(&canon_root) || !seen.insert(target.clone()) {
+            let include = line
+                .strip_prefix("-r ")
+                .or_else(|| line.strip_prefix("--requirement "))
+                .or_else(|| line.strip_prefix("--requirement="));
+            if let Some(inc) = include {
+                self.include(path, rel, inc.trim(), depth)?;
                 continue;
             }
-            let inc_rel = target
-                .strip_prefix(&canon_root)
-                .unwrap_or(&target)
-                .to_string_lossy()
-                .into_owned();
-            read_requirements(&target, &inc_rel, root, evidence, depth + 1, seen, out)?;
-            continue;
+            if line.starts_with('-') {
+                continue; // -c constraints, -e editables, index options
+            }
+            // Options after the requirement (`--hash=…`) are not part of PEP 508.
+            let req = line.split(" --").next().unwrap_or(line).trim();
+            if let Some(c) = from_requirement(req, rel, self.evidence) {
+                self.out.push(c);
+            }
         }
-        if line.starts_with('-') {
-            continue; // -c constraints, -e editables, index options
-        }
-        // Options after the requirement (`--hash=…`) are not part of PEP 508.
-        let req = line.split(" --").next().unwrap_or(line).trim();
-        if let Some(c) = from_requirement(req, rel, evidence) {
-            out.push(c);
-        }
+        Ok(())
     }
-    Ok(())
+
+    /// Follow `-r inc` of `path`, or say why not.
+    fn include(&mut self, path: &Path, rel: &str, inc: &str, depth: usize) -> Result<(), String> {
+        let mut drop = |why: String| {
+            self.dropped.push((
+                rel.to_owned(),
+                super::bounded_why(&format!("-r {inc}: {why}")),
+            ));
+        };
+        if depth >= MAX_INCLUDES {
+            drop(format!(
+                "includes nested deeper than {MAX_INCLUDES}: not followed"
+            ));
+            return Ok(());
+        }
+        let Some(dir) = path.parent() else {
+            drop("no folder to resolve it in".into());
+            return Ok(());
+        };
+        // Includes stay inside the scanned folder, links resolved.
+        let target = match dir.join(inc).canonicalize() {
+            Ok(t) => t,
+            Err(e) => {
+                drop(format!("missing ({e})"));
+                return Ok(());
+            }
+        };
+        let Ok(canon_root) = self.root.canonicalize() else {
+            drop("the scanned folder cannot be resolved".into());
+            return Ok(());
+        };
+        if !target.starts_with(&canon_root) {
+            drop("outside the scanned folder: not followed".into());
+            return Ok(());
+        }
+        if !self.seen.insert(target.clone()) {
+            return Ok(()); // read already (an include cycle or a repeat)
+        }
+        let inc_rel = target
+            .strip_prefix(&canon_root)
+            .unwrap_or(&target)
+            .to_string_lossy()
+            .into_owned();
+        self.read(&target, &inc_rel, depth + 1)
+    }
 }
 
 /// `pyproject.toml`: `[project]` dependencies and extras, Poetry's tables, PEP 735 groups.

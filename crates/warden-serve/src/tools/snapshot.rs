@@ -22,7 +22,9 @@ fn summary_schema() -> Value {
                         "created_ms": { "type": "integer" }, "files": { "type": "integer" },
                         "total_bytes": { "type": "integer" },
                         "skipped": { "type": "array", "items": { "type": "string" },
-                                     "description": "special files (FIFOs, sockets, devices) not snapshotted" } },
+                                     "description": "special files (FIFOs, sockets, devices) not snapshotted" },
+                        "left_protected": { "type": "array", "items": { "type": "string" },
+                                     "description": "restore in a lasting workspace: protected paths left as they are now" } },
         "required": ["id", "description", "created_ms", "files", "total_bytes"]
     })
 }
@@ -67,7 +69,7 @@ pub(super) fn spec(name: &str) -> Option<Spec> {
         "snapshot_restore" => s(
             "snapshot_restore",
             "Restore a snapshot",
-            "Make the workspace exactly what it was: extra files removed, changed ones rewritten, missing ones recreated, modes and times restored.",
+            "Make the workspace exactly what it was: extra files removed, changed ones rewritten, missing ones recreated, modes and times restored. In a lasting workspace, protected paths (git hooks, agent and editor configuration, .env) are left as they are now and listed in left_protected.",
             obj(json!({ "id": id_prop() }), json!(["id"])),
             summary_schema(),
             false,
@@ -141,6 +143,11 @@ pub(super) async fn call(name: &str, args: Value, cx: &CallContext) -> Result<Va
     let store = cx.session.snapshots()?;
     let ws_path = cx.session.workspace()?;
     let _one_at_a_time = cx.shared().snapshot_lock.lock().await;
+    let settings = &cx.shared().config.settings;
+    let (lasting, allow) = (
+        settings.lasting_workspaces(),
+        settings.allow_protected.clone(),
+    );
     let name = name.to_owned();
     tokio::task::spawn_blocking(move || -> Result<Value, ToolError> {
         let ws = Dir::open_ambient_dir(&ws_path, ambient_authority())
@@ -151,6 +158,18 @@ pub(super) async fn call(name: &str, args: Value, cx: &CallContext) -> Result<Va
                 "snapshots": store.list().iter().map(summary).collect::<Vec<_>>(),
                 "store_bytes": store.bytes(),
             }),
+            "snapshot_restore" if lasting => {
+                // Protected paths stay as they are now (the jail and the file tools keep them
+                // read-only; a snapshot must not bring one back or take one away).
+                let git_dir = ws.symlink_metadata(".git").is_ok_and(|m| m.is_dir());
+                let protected = |p: &std::path::Path, whole: bool| {
+                    warden_jail::protect::touches(p, whole, git_dir, &allow)
+                };
+                let (m, left) = store.restore_except(&ws, &a.id, &protected)?;
+                let mut v = summary(&m);
+                v["left_protected"] = json!(left);
+                v
+            }
             "snapshot_restore" => summary(&store.restore(&ws, &a.id)?),
             "snapshot_delete" => {
                 store.delete(&a.id)?;

@@ -778,3 +778,94 @@ pub fn an_install_that_writes_a_cache_is_not_high() {
     );
     assert_eq!(r["verdict"], "MEDIUM", "{f:?}");
 }
+
+/// Issue #31: a server that dials out for seconds before it answers on stdio made the capture
+/// sink listen on the dialled port inside the jail; detection took that for the server's HTTP
+/// port, let go of stdio, and the server died of a broken pipe: INCONCLUSIVE. Only listeners
+/// of the server's own processes count, so the session stays on stdio and the beacon is judged.
+#[test]
+pub fn a_server_that_beacons_before_it_answers_stays_on_stdio() {
+    let (code, out, err) = detonate("beacon_start.py", &["--output", "json", "--no-payloads"]);
+    assert_eq!(code, 0, "{err}");
+    let r: Value = serde_json::from_str(&out).unwrap();
+    assert!(r["why"].is_null(), "{}", r["why"]);
+    assert_eq!(r["harness"]["transport"], "stdio", "{}", r["harness"]);
+    let f = finding_rows(&r, &[]);
+    assert!(has(&f, "outbound-network", "medium", ""), "{f:?}");
+    assert!(
+        !r["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["data"]["phase"] == "transport_detection"),
+        "no switch was tried"
+    );
+}
+
+/// Issue #31: detonating one file of a folder that is no project (a script in `~/Downloads`)
+/// listed capabilities found in the folder's other files. The static phase reads the file
+/// alone.
+#[test]
+pub fn a_lone_file_is_not_blamed_for_its_neighbours() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = dir.path().join("server.py");
+    std::fs::copy(fixtures().join("mcp/py-build-hook/server.py"), &server).unwrap();
+    std::fs::write(
+        dir.path().join("noisy.py"),
+        "import subprocess\nimport socket\nsubprocess.Popen(['sh'])\nsocket.create_connection(('x.invalid', 1))\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("other.js"),
+        "require('child_process').exec('id');\n",
+    )
+    .unwrap();
+    let r = json_of(
+        "unshare",
+        &[
+            "--net",
+            warden_bin(),
+            "detonate",
+            "--output",
+            "json",
+            "--no-payloads",
+            server.to_str().unwrap(),
+        ],
+    );
+    let context = r["scan"]["context"].as_array().unwrap();
+    for f in context {
+        let file = f["location"]["file"].as_str().unwrap_or("");
+        assert!(
+            !file.contains("noisy") && !file.contains("other"),
+            "a neighbour's capability: {f}"
+        );
+    }
+    // The file itself is read: a neighbour's capability written into it shows.
+    std::fs::write(
+        &server,
+        format!(
+            "import subprocess\nsubprocess.Popen(['true'])\n{}",
+            std::fs::read_to_string(fixtures().join("mcp/py-build-hook/server.py")).unwrap()
+        ),
+    )
+    .unwrap();
+    let r = json_of(
+        "unshare",
+        &[
+            "--net",
+            warden_bin(),
+            "detonate",
+            "--output",
+            "json",
+            "--no-payloads",
+            server.to_str().unwrap(),
+        ],
+    );
+    let files: Vec<&str> = r["scan"]["context"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|f| f["location"]["file"].as_str())
+        .collect();
+    assert!(files.contains(&"server.py"), "{}", r["scan"]);
+}

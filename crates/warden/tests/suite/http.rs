@@ -177,6 +177,35 @@ fn a_server_that_serves_http_without_being_told_is_found_on_its_port() {
     }
 }
 
+/// Issue #31: a server with a port of its own that is not MCP (a metrics listener answering
+/// 404) besides its Streamable HTTP one: every port of the server is tried in turn, and the
+/// report says why the transport was switched.
+#[test]
+fn every_port_of_the_server_is_tried_and_the_choice_explained() {
+    let (_, r) = detonate("sdk_thief.py", &["http-behind", "8774", "8700"], &[]);
+    assert!(r["why"].is_null(), "{}", r["why"]);
+    let t = &r["harness"]["transport"];
+    assert_eq!(t["detected"], true, "{t}");
+    assert_eq!(t["port"], 8774, "{t}");
+    assert!(
+        t["why"].as_str().unwrap().contains("listens on port 8774"),
+        "{t}"
+    );
+    let tried: Vec<u64> = r["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "mcp.timing" && e["data"]["phase"] == "transport_detection")
+        .filter_map(|e| e["data"]["port"].as_u64())
+        .collect();
+    assert_eq!(
+        tried.first(),
+        Some(&8700),
+        "the metrics port first: {tried:?}"
+    );
+    assert_eq!(tried.last(), Some(&8774), "{tried:?}");
+}
+
 /// A free loopback port.
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

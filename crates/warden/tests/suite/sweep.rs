@@ -1,4 +1,4 @@
-//! `warden sweep` through the real binary: 31 targets (every fixture server and the real
+//! `warden sweep` through the real binary: 34 targets (every fixture server and the real
 //! public servers `./setup.sh` installs) with `--jobs 2`, killed with SIGKILL half-way and
 //! resumed without redoing work or leaving a detonation behind; four shards run as a Kubernetes
 //! Indexed Job would run them (JOB_COMPLETION_INDEX, the container's masked /proc and the
@@ -19,7 +19,7 @@ const POD_CAPS: &str =
     "-all,+sys_admin,+setuid,+setgid,+sys_ptrace,+net_admin,+net_bind_service,+kill,+dac_override";
 
 /// Every fixture server (not the helper modules), the vulnerable-requirements server, and
-/// the real public servers by their start commands: 31 targets.
+/// the real public servers by their start commands: 34 targets.
 fn full_list(dir: &Path) -> (PathBuf, usize) {
     let mut lines: Vec<String> = std::fs::read_dir(fixtures().join("mcp/servers"))
         .unwrap()
@@ -491,5 +491,83 @@ fn the_target_timeout_and_the_memory_budget_hold() {
             .contains("killed after 1 s"),
         "{}",
         rec[0]
+    );
+}
+
+/// Issue #31: `sweep merge` read `slug` from a shard's `results.jsonl` as it was, so
+/// `"../../../victim/config"` read files outside the shard and wrote outside `--out`. A slug
+/// that is not a sweep's is refused, naming the shard's file and line, and nothing outside is
+/// touched.
+#[test]
+fn merge_refuses_a_slug_that_leaves_its_folder() {
+    let tmp = tempfile::tempdir().unwrap();
+    let victim = tmp.path().join("victim");
+    std::fs::create_dir_all(&victim).unwrap();
+    std::fs::write(victim.join("config.json"), "keep me").unwrap();
+    let shard = tmp.path().join("a/b/shard");
+    std::fs::create_dir_all(shard.join("reports")).unwrap();
+    let good = serde_json::json!({
+        "target": "npm:ok", "version": "1", "slug": "npm_ok-0123abcd", "verdict": "PASS",
+        "score": 0, "categories": [], "duration_ms": 1,
+    });
+    let mut bad = good.clone();
+    bad["target"] = "npm:evil".into();
+    bad["slug"] = "../../../victim/config".into();
+    std::fs::write(shard.join("results.jsonl"), format!("{good}\n{bad}\n")).unwrap();
+    let out = tmp.path().join("a/b/out");
+    let r = Command::new(the_binary())
+        .args([
+            "sweep",
+            "merge",
+            shard.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_ne!(r.status.code(), Some(0), "{err}");
+    assert!(err.contains("results.jsonl:2"), "{err}");
+    assert!(err.contains("victim/config"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(victim.join("config.json")).unwrap(),
+        "keep me"
+    );
+    assert!(!tmp.path().join("victim/config.html").exists());
+}
+
+/// Issue #31: merging a folder into itself compared the two paths as strings; the same file
+/// reached by another spelling was "copied" onto itself and truncated to nothing. Files are
+/// compared by identity now, and a report that is the destination is left as it is.
+#[test]
+fn merge_into_the_same_folder_keeps_every_report() {
+    let tmp = tempfile::tempdir().unwrap();
+    let shard = tmp.path().join("shard");
+    std::fs::create_dir_all(shard.join("reports")).unwrap();
+    let line = serde_json::json!({
+        "target": "npm:ok", "version": "1", "slug": "npm_ok-0123abcd", "verdict": "PASS",
+        "score": 0, "categories": [], "duration_ms": 1,
+    });
+    std::fs::write(shard.join("results.jsonl"), format!("{line}\n")).unwrap();
+    std::fs::write(
+        shard.join("reports/npm_ok-0123abcd.json"),
+        "{\"verdict\":\"PASS\"}",
+    )
+    .unwrap();
+    // The same folder, spelled another way.
+    let other = format!("{}/./", shard.display());
+    let r = Command::new(the_binary())
+        .args(["sweep", "merge", shard.to_str().unwrap(), "--out", &other])
+        .output()
+        .unwrap();
+    assert_eq!(
+        r.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(shard.join("reports/npm_ok-0123abcd.json")).unwrap(),
+        "{\"verdict\":\"PASS\"}"
     );
 }
