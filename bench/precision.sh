@@ -56,7 +56,7 @@ tune=(
     "pypi:mcp-server-qdrant@0.8.1|--env QDRANT_URL=http://qdrant.invalid:6333 --env COLLECTION_NAME=x"
     "pypi:mcp-obsidian@0.2.3|--env OBSIDIAN_API_KEY=placeholder"
     # Added in issue #30, the tuning half of the draw.
-    "pypi:chroma-mcp@0.2.6|--mcp-arg --client-type --mcp-arg ephemeral"
+    "pypi:chroma-mcp@0.2.6|--mcp-command chroma-mcp --client-type ephemeral"
     "npm:next-devtools-mcp@0.4.0"
     "pypi:markitdown-mcp@0.0.1a8"
     "npm:@modelcontextprotocol/server-google-maps@0.6.2|--env GOOGLE_MAPS_API_KEY=placeholder"
@@ -82,28 +82,28 @@ tune=(
 )
 held_out=(
     "pypi:mcp-clickhouse@0.7.0|--env CLICKHOUSE_HOST=clickhouse.invalid --env CLICKHOUSE_USER=x --env CLICKHOUSE_PASSWORD=placeholder"
-    "pypi:postgres-mcp@0.3.0|--mcp-arg postgresql://127.0.0.1/db"
+    "pypi:postgres-mcp@0.3.0|--mcp-command postgres-mcp postgresql://127.0.0.1/db"
     "pypi:office-word-mcp-server@1.1.11"
     "pypi:dbt-mcp@2.8.0"
     "pypi:pdf-tools-mcp@0.1.4"
     "pypi:mcp-yahoo-finance@0.2.0"
     "npm:n8n-mcp@2.87.0|--env MCP_MODE=stdio"
     "npm:@pandacss/mcp@1.12.1"
-    "pypi:mcp-server-motherduck@1.1.0|--mcp-arg --db-path --mcp-arg :memory:"
-    "pypi:awslabs-aws-pricing-mcp-server@1.1.1|--env AWS_REGION=us-east-1"
-    "npm:figma-developer-mcp@0.13.2|--env FIGMA_API_KEY=placeholder --mcp-arg --stdio"
+    "pypi:mcp-server-motherduck@1.1.0|--mcp-command mcp-server-motherduck --db-path :memory:"
+    "pypi:awslabs-aws-pricing-mcp-server@1.1.1|--env AWS_REGION=us-east-1 --mcp-command awslabs.aws-pricing-mcp-server"
+    "npm:figma-developer-mcp@0.13.2|--env FIGMA_API_KEY=placeholder --mcp-command figma-developer-mcp --stdio"
     "npm:mcp-hello-world@1.1.2"
     "pypi:cli-mcp-server@0.2.5|--env ALLOWED_DIR=/workspace"
-    "pypi:mcp-server-duckdb@1.1.0|--mcp-arg --db-path --mcp-arg /workspace/db.duckdb"
+    "pypi:mcp-server-duckdb@1.1.0|--mcp-command mcp-server-duckdb --db-path /workspace/db.duckdb"
     "npm:@stripe/mcp@0.3.3|--env STRIPE_SECRET_KEY=sk_test_placeholder"
     "npm:@zereight/mcp-gitlab@2.1.64|--env GITLAB_PERSONAL_ACCESS_TOKEN=glpat-placeholder"
     "npm:cclsp@0.7.0"
     "npm:@winor30/mcp-server-datadog@1.8.0|--env DATADOG_API_KEY=placeholder --env DATADOG_APP_KEY=placeholder"
     "npm:@executeautomation/playwright-mcp-server@1.0.12"
     "npm:@eslint/mcp@0.3.13"
-    "pypi:awslabs-aws-documentation-mcp-server@1.2.3"
+    "pypi:awslabs-aws-documentation-mcp-server@1.2.3|--mcp-command awslabs.aws-documentation-mcp-server"
     "pypi:office-powerpoint-mcp-server@2.0.7"
-    "pypi:excel-mcp-server@2.2.2|--mcp-arg stdio"
+    "pypi:excel-mcp-server@2.2.2|--mcp-command excel-mcp-server stdio"
 )
 
 rows=$out/rows.tsv
@@ -118,7 +118,13 @@ run_half() {
         if [[ $entry == *"|"* ]]; then
             read -r -a extra <<<"${entry#*|}"
             # --mcp-command takes the rest of the line as one argument.
-            if [[ ${extra[0]} == --mcp-command ]]; then extra=(--mcp-command "${entry#*|--mcp-command }"); fi
+            # (it comes last on its line).
+            if [[ $entry == *"--mcp-command "* ]]; then
+                local before=${entry#*|}
+                before=${before%%--mcp-command *}
+                read -r -a extra <<<"$before"
+                extra+=(--mcp-command "${entry#*--mcp-command }")
+            fi
         fi
         slug=$(printf '%s' "$target" | tr -c 'A-Za-z0-9._-' '_')
         "$warden" detonate --allow-inconclusive --output json "${extra[@]}" "$target" \

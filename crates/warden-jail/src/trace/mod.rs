@@ -86,9 +86,38 @@ const SYSTEM_TREE: &[&str] = &[
     "/sbin/",
 ];
 
+/// Folders of installed packages and package caches in the jail's writable space: an install
+/// writes (and renames into place) thousands of files there, and a runtime imports thousands
+/// from there. Plain reads, writes, renames into and deletes within them are kept once per
+/// folder, window, process and kind: the first file's event stands for its folder, and
+/// `events_repeated` counts the rest. The path is the tracer's resolved one, so a link planted
+/// there that leads to a decoy is recorded under the decoy's path and never folded here.
+const PACKAGE_TREES: &[&str] = &[
+    "/workspace/venv/",
+    "/workspace/.venv/",
+    "/workspace/node_modules/",
+    "/workspace/src/node_modules/",
+    "/home/sandbox/.npm/_cacache/",
+    "/home/sandbox/.cache/pip/",
+    "/home/sandbox/.cache/uv/",
+];
+
+/// The folder of `path` when it lies in a [`PACKAGE_TREES`] folder and names no `.` or `..`.
+fn package_folder(path: &str) -> Option<&str> {
+    if path.contains("/../") || path.contains("/./") || path.ends_with("/..") {
+        return None;
+    }
+    PACKAGE_TREES
+        .iter()
+        .any(|t| path.starts_with(t))
+        .then(|| path.rsplit_once('/').map_or(path, |(dir, _)| dir))
+}
+
 /// What makes an event a repeat of one already kept: for a plain read of a file of the system
-/// tree, its data alone (one per run); for any other event that is not of a reserved kind, its
-/// window, kind, process and data. `None`: never folded.
+/// tree, its data alone (one per run); for a plain read, write, delete or rename into a
+/// package folder ([`PACKAGE_TREES`]), its folder, window, process and kind; for any other
+/// event that is not of a reserved kind, its window, kind, process and data. `None`: never
+/// folded.
 fn repeat_key(
     hasher: &std::collections::hash_map::RandomState,
     kind: EventKind,
@@ -114,8 +143,27 @@ fn repeat_key(
                 && !p.contains("/./")
                 && SYSTEM_TREE.iter().any(|d| p.starts_with(d))
         });
+    // Where a write, delete or rename lands (a rename by its destination).
+    let landing = match kind {
+        EventKind::FileWrite | EventKind::FileDelete => data["path"].as_str(),
+        EventKind::FileRename => data["to"].as_str(),
+        EventKind::FileOpen if data["access"] == "read" && data["create"] != true => {
+            data["path"].as_str()
+        }
+        _ => None,
+    };
+    let folder = landing
+        .filter(|_| data.get("raw_path").is_none())
+        .and_then(package_folder);
     if system_read {
         "system-read".hash(&mut h);
+    } else if let Some(folder) = folder {
+        "package-folder".hash(&mut h);
+        window.hash(&mut h);
+        pid.hash(&mut h);
+        kind.hash(&mut h);
+        folder.hash(&mut h);
+        return Some(h.finish());
     } else {
         window.hash(&mut h);
         pid.hash(&mut h);
@@ -415,6 +463,62 @@ mod tests {
             ),
             lib
         );
+        // An install's thousands of files in a package folder: one event per folder, window,
+        // process and kind; another folder, a climbing path or the home is its own event.
+        hub.set_window(Some("install".into()), None);
+        let w = |p: &str| json!({ "op": "open", "path": p, "access": "write", "create": true });
+        let first = hub.record(
+            EventKind::FileWrite,
+            Some(7),
+            w("/workspace/venv/lib/python3.11/site-packages/x/a.py"),
+        );
+        assert_eq!(
+            hub.record(
+                EventKind::FileWrite,
+                Some(7),
+                w("/workspace/venv/lib/python3.11/site-packages/x/b.py")
+            ),
+            first
+        );
+        assert_ne!(
+            hub.record(
+                EventKind::FileWrite,
+                Some(7),
+                w("/workspace/venv/lib/python3.11/site-packages/y/a.py")
+            ),
+            first
+        );
+        assert_ne!(
+            hub.record(
+                EventKind::FileWrite,
+                Some(7),
+                w("/workspace/venv/lib/../../../home/sandbox/.bashrc")
+            ),
+            first
+        );
+        let bashrc = hub.record(EventKind::FileWrite, Some(7), w("/home/sandbox/.bashrc"));
+        assert_ne!(
+            hub.record(EventKind::FileWrite, Some(7), w("/home/sandbox/.profile")),
+            bashrc
+        );
+        let mv = |to: &str| json!({ "from": "/workspace/venv/tmp1", "to": to });
+        let r1 = hub.record(
+            EventKind::FileRename,
+            Some(7),
+            mv("/workspace/node_modules/a/x.js"),
+        );
+        assert_eq!(
+            hub.record(
+                EventKind::FileRename,
+                Some(7),
+                mv("/workspace/node_modules/a/y.js")
+            ),
+            r1
+        );
+        assert_ne!(
+            hub.record(EventKind::FileRename, Some(7), mv("/home/sandbox/.bashrc")),
+            r1
+        );
         // Reserved kinds are never folded; paths that climb are never the system tree.
         let end = || hub.record(EventKind::SandboxExited, None, json!({ "exit_code": 0 }));
         assert_ne!(end(), end());
@@ -422,6 +526,10 @@ mod tests {
         let e1 = hub.record(EventKind::FileOpen, Some(1), climb.clone());
         hub.set_window(Some("tool_call:3".into()), None);
         assert_ne!(hub.record(EventKind::FileOpen, Some(1), climb), e1);
-        assert_eq!(hub.repeated(), 3);
+        assert_eq!(
+            hub.repeated(),
+            5,
+            "three before, and two in the package folders"
+        );
     }
 }
