@@ -12,7 +12,9 @@
 //! the ClientHello can be read without opening it, so a TLS connection is checked by its SNI
 //! alone; the name is resolved on the host as a fully qualified
 //! name, and an answer that is loopback, link-local, private (RFC 1918, CGNAT, unique-local),
-//! unspecified, multicast or one of the host's own addresses is refused, so an allowlisted name
+//! unspecified, multicast, one of the host's own addresses, or one the kernel's route lookup
+//! says it delivers to the host itself (a `local` route such as an AnyIP range, broadcast,
+//! multicast: [`super::route`]) is refused, so an allowlisted name
 //! cannot be bent into a path to the host's own services, its network or a cloud metadata
 //! endpoint. Each forward is bounded in bytes, idle time and connect time, is shut down when
 //! the run stops, and every refusal is recorded.
@@ -262,6 +264,21 @@ impl Forwarder {
             .iter()
             .filter(|a| reachable(a.ip()) && !own.contains(&a.ip()))
         {
+            // Asked of the kernel, in the namespace that connects: an address no interface
+            // carries can still be the host's own (a `local` route, broadcast, multicast).
+            match super::route::delivered_locally(a.ip()) {
+                Ok(None) => {}
+                Ok(Some(kind)) => {
+                    last = format!(
+                        "{a} is this host's own: the kernel delivers it locally (a {kind} route)"
+                    );
+                    continue;
+                }
+                Err(e) => {
+                    last = format!("{a}: the route lookup failed ({e}), so it is refused");
+                    continue;
+                }
+            }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() || self.stop.load(Ordering::Acquire) {
                 break;

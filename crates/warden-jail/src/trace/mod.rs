@@ -34,6 +34,7 @@ pub mod notify;
 pub mod park;
 pub mod prepare;
 pub mod refuse;
+pub mod route;
 pub mod targets;
 
 use std::io::Write;

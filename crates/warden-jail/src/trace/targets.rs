@@ -180,12 +180,18 @@ impl Targets {
             AddressFamily::Inet
         };
         let flags = SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK;
-        let real = match self
-            .join_host()
-            .and_then(|()| socket(family, SockType::Stream, flags, None).map_err(Into::into))
-        {
+        if let Err(e) = self.join_host() {
+            return Started::Done(errno_decision(e.raw_os_error()));
+        }
+        // Never the host itself, whatever the list covers: an address the kernel delivers
+        // locally (a `local` route such as an AnyIP range, broadcast, multicast) is refused as
+        // an address off the list is; a lookup that fails refuses too.
+        if !matches!(super::route::delivered_locally(dest.ip()), Ok(None)) {
+            return Started::Done(Decision::Fail(libc::EACCES));
+        }
+        let real = match socket(family, SockType::Stream, flags, None) {
             Ok(s) => s,
-            Err(e) => return Started::Done(errno_decision(e.raw_os_error())),
+            Err(e) => return Started::Done(errno_decision(Some(e as i32))),
         };
         match connect(real.as_raw_fd(), &SockaddrStorage::from(dest)) {
             Ok(()) => Started::Done(self.opened(dest, real, begun)),

@@ -490,7 +490,7 @@ pub fn egress_reaches_allowlisted_names_and_ports_only_and_nothing_of_the_hosts(
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{out:?}");
     assert!(stdout.contains("svc hello-from-svc"), "{stdout}");
-    for refused in ["front", "port", "loop", "priv", "self", "other"] {
+    for refused in ["front", "port", "loop", "priv", "self", "other", "anyip"] {
         assert!(
             stdout.contains(&format!("{refused} failed")),
             "{refused}: {stdout}"
@@ -555,6 +555,12 @@ pub fn egress_reaches_allowlisted_names_and_ports_only_and_nothing_of_the_hosts(
                 && e["data"]["bytes_received"].as_u64() > Some(0)),
         "{sends:?}"
     );
+    // Issue #37: an address no interface carries that the kernel delivers to the host (a
+    // `local` route over an AnyIP range) is the host's own too, asked of the kernel; and a
+    // --target range covered by such a route is refused like an address off the list.
+    let anyip = send("anyip.test", 8081, 0);
+    assert!(error(anyip).contains("a local route"), "{anyip}");
+    assert!(stdout.contains("target-anyip failed 13"), "{stdout}");
     // Loopback, private and the host's own addresses are never reached.
     for host in ["loop.test", "priv.test", "self.test"] {
         let e = send(host, 8080, 0);
