@@ -120,9 +120,9 @@ run_half() {
             # --mcp-command takes the rest of the line as one argument.
             # (it comes last on its line).
             if [[ $entry == *"--mcp-command "* ]]; then
-                local before=${entry#*|}
-                before=${before%%--mcp-command *}
-                read -r -a extra <<<"$before"
+                local options=${entry#*|}
+                options=${options%%--mcp-command *}
+                read -r -a extra <<<"$options"
                 extra+=(--mcp-command "${entry#*--mcp-command }")
             fi
         fi
