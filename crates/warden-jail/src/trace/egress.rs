@@ -45,6 +45,9 @@ const CONNECT: Duration = Duration::from_secs(10);
 const TICK: Duration = Duration::from_millis(200);
 /// How long the program has to say which host it wants (its ClientHello or request).
 const FIRST: Duration = Duration::from_secs(5);
+/// Bytes read to find the host, at most: a whole request head up to the framing's own bound
+/// (the longest URL the web tools accept, 4 KiB, with its headers fits many times over).
+const FIRST_MAX: usize = warden_trace::requests::MAX_HEAD;
 /// How long one write to either side may block.
 const WRITE: Duration = Duration::from_secs(10);
 
@@ -291,23 +294,29 @@ impl Forwarder {
         Err(last)
     }
 
-    /// The first bytes the program sends (until they name a host, 4 KiB or [`FIRST`]).
+    /// The first bytes the program sends: until they name a host (a TLS ClientHello's SNI, or
+    /// a whole HTTP request head), [`FIRST_MAX`] bytes or [`FIRST`]. Nothing read is dropped:
+    /// every byte is forwarded once the host is checked.
     fn first_bytes(&self, inner: &mut TcpStream) -> Vec<u8> {
         let _ = inner.set_read_timeout(Some(TICK));
         let until = Instant::now() + FIRST;
         let mut first = Vec::new();
-        let mut buf = [0u8; 2048];
-        while first.len() < MAX_CAPTURE
+        let mut buf = [0u8; 4096];
+        while first.len() < FIRST_MAX
             && Instant::now() < until
             && !self.stop.load(Ordering::Acquire)
         {
-            match inner.read(&mut buf) {
+            let room = buf.len().min(FIRST_MAX - first.len());
+            match inner.read(&mut buf[..room]) {
                 Ok(0) => break,
                 Ok(n) => {
-                    first.extend_from_slice(&buf[..n.min(MAX_CAPTURE - first.len())]);
+                    // Only the new bytes (and the three before them) can end the head.
+                    let from = first.len().saturating_sub(3);
+                    first.extend_from_slice(&buf[..n]);
                     let s = warden_trace::sniff(&first);
                     let complete = s.sni.is_some()
-                        || (s.protocol == "http" && first.windows(4).any(|w| w == b"\r\n\r\n"));
+                        || (s.protocol == "http"
+                            && first[from..].windows(4).any(|w| w == b"\r\n\r\n"));
                     if complete {
                         break;
                     }
@@ -321,7 +330,17 @@ impl Forwarder {
 
     fn forward(&self, mut inner: TcpStream, dest: SocketAddr, host: &str) {
         let first = self.first_bytes(&mut inner);
-        let opened = names_host(&first, host).and_then(|()| self.connect(host, dest.port()));
+        let whole = warden_trace::sniff(&first).protocol != "http"
+            || first.windows(4).any(|w| w == b"\r\n\r\n");
+        let opened = if whole {
+            names_host(&first, host)
+        } else {
+            Err(format!(
+                "the request head did not end within {FIRST_MAX} bytes or {} s: its host is unknown",
+                FIRST.as_secs()
+            ))
+        }
+        .and_then(|()| self.connect(host, dest.port()));
         let mut outer = match opened {
             Ok(s) => s,
             Err(e) => {

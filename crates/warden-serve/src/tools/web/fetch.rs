@@ -58,8 +58,14 @@ pub struct Fetched {
 }
 
 impl Fetched {
-    /// Whether the body is text (returned as such rather than base64).
+    /// Whether the body is text (returned as such rather than base64): its type says so, it
+    /// is valid UTF-8, and it escapes cheaply into JSON ([`cheap_in_json`]), so the reply stays
+    /// within a small factor of `max_bytes`.
     pub fn is_text(&self) -> bool {
+        self.type_says_text() && cheap_in_json(&self.body)
+    }
+
+    fn type_says_text(&self) -> bool {
         let ct = self
             .content_type
             .as_deref()
@@ -115,6 +121,24 @@ impl Fetched {
             "redirects": self.redirects,
         })
     }
+}
+
+/// Whether `body` is UTF-8 whose JSON form stays small: at most one byte in eight needs an
+/// escape (a control character other than tab, newline and return, `"` or `\\`). A result is
+/// written twice in an MCP reply (`structuredContent`, and the same JSON as text), so a NUL,
+/// six bytes in JSON, costs thirteen in the reply; such bodies come back as base64 (4/3 each
+/// time) instead. With this rule a reply is at most about 4 × the body, whatever it holds.
+pub fn cheap_in_json(body: &[u8]) -> bool {
+    if std::str::from_utf8(body).is_err() {
+        return false;
+    }
+    let costly = body
+        .iter()
+        .filter(|b| {
+            (**b < 0x20 && !matches!(**b, b'\t' | b'\n' | b'\r')) || **b == b'"' || **b == b'\\'
+        })
+        .count();
+    costly.saturating_mul(8) <= body.len()
 }
 
 /// Fetch `job.url`.
@@ -268,6 +292,36 @@ mod tests {
         assert_eq!(png["base64"], "iVBORw==");
         assert!(fetched(None, b"plain").is_text());
         assert!(!fetched(None, &[0xff, 0xfe, 0]).is_text());
+    }
+
+    /// Issue #37: a 10 MiB body of NUL bytes served as text/plain became a 136 MB JSON-RPC
+    /// reply (each NUL six bytes in JSON, and the result is in the reply twice). Such bodies
+    /// come back as base64; the reply is bounded by a small factor of the body.
+    #[test]
+    fn a_reply_is_bounded_by_a_small_factor_of_the_body() {
+        let n = 1 << 20;
+        for (ct, body) in [
+            ("text/plain", vec![0u8; n]),
+            ("text/html", vec![b'"'; n]),
+            ("application/json", vec![b'\\'; n]),
+            ("text/plain", vec![0x1b; n]),
+            ("text/plain", "é<p>\"x\"</p>\n".repeat(n / 16).into_bytes()),
+        ] {
+            let v = fetched(Some(ct), &body).to_json();
+            // What the server sends: the result as structuredContent and again as text.
+            let reply = serde_json::to_string(&json!({
+                "structuredContent": v, "content": [{"type": "text", "text": v.to_string()}]
+            }))
+            .unwrap();
+            assert!(
+                reply.len() <= body.len() * 4 + 4096,
+                "{ct}: {} bytes for a body of {}",
+                reply.len(),
+                body.len()
+            );
+        }
+        assert!(fetched(Some("text/plain"), &vec![0u8; 10]).to_json()["base64"].is_string());
+        assert!(fetched(Some("text/html"), b"<p>fine</p>").to_json()["text"].is_string());
     }
 
     #[test]

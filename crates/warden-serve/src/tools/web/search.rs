@@ -4,8 +4,11 @@
 //! The backend is the operator's choice (often a SearXNG on the same host or network), so the
 //! server queries it directly: it is the one address the web tools reach without `[web]
 //! allow`, and only at the configured URL, with no redirects, a time limit and a bounded
-//! answer that is parsed as JSON (never run). Snippets lose their markup; every result says
-//! whether its URL is on the allowlist (what `web_fetch` could then read).
+//! answer that is parsed as JSON (never run). Snippets lose their markup in one linear pass
+//! over at most [`MAX_FIELD`] bytes of each field (never an HTML parser in the server: a
+//! backend's deeply nested markup made that quadratic and held the server), so reading an
+//! answer costs time proportional to its bounded size; every result says whether its URL is
+//! on the allowlist (what `web_fetch` could then read).
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -20,6 +23,8 @@ pub const MAX_COUNT: u64 = 20;
 const MAX_ANSWER: usize = 4 << 20;
 /// Characters of a title or snippet, at most.
 const MAX_TEXT: usize = 1000;
+/// Bytes of a title or snippet read, at most (markup included): the rest is not looked at.
+const MAX_FIELD: usize = 16 << 10;
 
 #[derive(Deserialize)]
 struct Args {
@@ -167,12 +172,60 @@ fn results(backend: Backend, v: &Value, count: usize) -> Vec<(String, String, St
         .collect()
 }
 
-/// Text without markup, whitespace collapsed, at most [`MAX_TEXT`] characters.
+/// Text without markup, whitespace collapsed, at most [`MAX_TEXT`] characters: tags dropped
+/// and the common entities decoded in one pass over the field's first [`MAX_FIELD`] bytes.
 fn plain(html: &str) -> String {
-    let frag = scraper::Html::parse_fragment(html);
-    let text: String = frag.root_element().text().collect();
-    let text = super::page::collapse(&text);
+    let mut end = html.len().min(MAX_FIELD);
+    while !html.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut out = String::with_capacity(end);
+    let mut in_tag = false;
+    let mut rest = &html[..end];
+    while let Some(c) = rest.chars().next() {
+        rest = &rest[c.len_utf8()..];
+        match c {
+            _ if in_tag => in_tag = c != '>',
+            '<' => in_tag = true,
+            '&' => {
+                let (decoded, used) = entity(rest);
+                out.push_str(decoded.as_deref().unwrap_or("&"));
+                rest = &rest[used..];
+            }
+            c => out.push(c),
+        }
+    }
+    let text = super::page::collapse(&out);
     super::page::cut_chars(&text, MAX_TEXT).0
+}
+
+/// The entity after a `&` (`amp;`, `#39;`, `#x27;`…): its text and the bytes it took, or
+/// `None` and 0 when it is not one (the `&` then stands as it is).
+fn entity(after: &str) -> (Option<String>, usize) {
+    let Some(semi) = after.get(..after.len().min(12)).and_then(|s| s.find(';')) else {
+        return (None, 0);
+    };
+    let name = &after[..semi];
+    let text = match name {
+        "amp" => Some("&".to_owned()),
+        "lt" => Some("<".to_owned()),
+        "gt" => Some(">".to_owned()),
+        "quot" => Some("\"".to_owned()),
+        "apos" => Some("'".to_owned()),
+        "nbsp" => Some(" ".to_owned()),
+        _ => name
+            .strip_prefix("#x")
+            .or_else(|| name.strip_prefix("#X"))
+            .and_then(|h| u32::from_str_radix(h, 16).ok())
+            .or_else(|| name.strip_prefix('#').and_then(|d| d.parse().ok()))
+            .and_then(char::from_u32)
+            .filter(|c| !c.is_control())
+            .map(String::from),
+    };
+    match text {
+        Some(t) => (Some(t), semi + 1),
+        None => (None, 0),
+    }
 }
 
 #[cfg(test)]
@@ -198,5 +251,32 @@ mod tests {
             vec![("B".into(), "https://b.test/".into(), "hit here".into())]
         );
         assert!(results(Backend::Brave, &json!({"error": 1}), 5).is_empty());
+        assert_eq!(
+            plain("Tom &amp; Jerry&#39;s &lt;b&gt; &#x41;&nbsp;x &bogus; a&b"),
+            "Tom & Jerry's <b> A x &bogus; a&b"
+        );
+    }
+
+    /// Issue #37: a backend answering a title of `<div>` nested 300,000 deep (1.5 MB) made the
+    /// HTML parse quadratic inside the server (minutes, every other call starved). Only the
+    /// first MAX_FIELD bytes of a field are read, in one pass: text past them is never seen.
+    #[test]
+    fn hostile_markup_is_read_in_one_bounded_pass() {
+        let title = format!(
+            "{}deep text{}",
+            "<div>".repeat(300_000),
+            "</div>".repeat(300_000)
+        );
+        assert_eq!(plain(&title), "", "the text lies past what is read");
+        let late = format!("{}<b>{}</b> late", "x".repeat(MAX_FIELD - 3), "y");
+        assert!(
+            !plain(&late).contains("late"),
+            "nothing past MAX_FIELD is read"
+        );
+        let sx = json!({"results": [{"title": title, "url": "https://a.test/", "content": "ok <i>fine</i>"}]});
+        assert_eq!(
+            results(Backend::Searxng, &sx, 5),
+            vec![(String::new(), "https://a.test/".into(), "ok fine".into())]
+        );
     }
 }
