@@ -320,7 +320,7 @@ mod tests {
                 body.len()
             );
         }
-        assert!(fetched(Some("text/plain"), &vec![0u8; 10]).to_json()["base64"].is_string());
+        assert!(fetched(Some("text/plain"), &[0u8; 10]).to_json()["base64"].is_string());
         assert!(fetched(Some("text/html"), b"<p>fine</p>").to_json()["text"].is_string());
     }
 
