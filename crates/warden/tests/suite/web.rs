@@ -348,6 +348,77 @@ fn browse_runs_the_page_inside_the_allowlist() {
     assert!(refused("http://other.test:8080/popup.html"), "{reqs:?}");
 }
 
+/// Issue #37: a navigation to an off-list site by script, meta refresh or `Refresh:` header was
+/// blocked but reported as the loaded page (`final_url` off the list, `status: 200`,
+/// `loaded: true`). The refused navigation is listed with its reason and never reported as
+/// loaded; `final_url` and `status` are the last document that really loaded. WebSockets are
+/// in `requests` too.
+#[test]
+fn blocked_navigations_are_never_reported_as_loaded() {
+    let mut calls = Vec::new();
+    for page in ["js-out.html", "meta-out.html", "refresh-out"] {
+        calls.push(call(
+            "web_browse",
+            json!({"url": format!("http://svc.test:8080/{page}"), "wait_ms": 1500}),
+        ));
+    }
+    calls.push(call(
+        "web_browse",
+        json!({"url": "http://svc.test:8080/ws.html", "wait_ms": 1000}),
+    ));
+    let reports = in_lab(
+        &[Session {
+            config: format!("[web]\n{ALLOW}\n"),
+            profile: "web",
+            calls: json!(calls),
+        }],
+        &[],
+    );
+    let r = &reports[0];
+    for (i, page) in ["js-out.html", "meta-out.html", "refresh-out"]
+        .iter()
+        .enumerate()
+    {
+        let v = ok(r, i);
+        assert_eq!(v["loaded"], false, "{page}: {v}");
+        assert_eq!(
+            v["final_url"],
+            format!("http://svc.test:8080/{page}"),
+            "{page}: {v}"
+        );
+        assert_eq!(v["status"], 200, "{page}");
+        let blocked = v["blocked_navigation"].as_array().unwrap();
+        assert!(
+            blocked
+                .iter()
+                .any(|b| b["url"] == "http://other.test:8080/page.html" && b["refused"].is_string()),
+            "{page}: {v}"
+        );
+        assert_eq!(
+            v["text"], "",
+            "{page}: the error page is not the site's text"
+        );
+    }
+    let ws = ok(r, 3);
+    let reqs = ws["requests"].as_array().unwrap();
+    let socket = |url: &str| {
+        reqs.iter()
+            .find(|q| q["url"] == url && q["type"] == "WebSocket")
+    };
+    assert_eq!(
+        socket("ws://svc.test:8080/socket").map(|q| q["allowed"].clone()),
+        Some(json!(true)),
+        "{reqs:?}"
+    );
+    assert_eq!(
+        socket("ws://other.test:8080/socket").map(|q| q["allowed"].clone()),
+        Some(json!(false)),
+        "{reqs:?}"
+    );
+    assert_eq!(ws["loaded"], true, "{ws}");
+    assert!(ws["blocked_navigation"].as_array().unwrap().is_empty());
+}
+
 #[test]
 fn search_goes_to_the_configured_backend_only() {
     let searx = Session {

@@ -78,6 +78,13 @@ struct Requests {
     blocked: u64,
     /// The status of the main document's last response.
     status: Option<u64>,
+    /// The URL of the main document's last response (the last document that really loaded).
+    document_url: Option<String>,
+    /// Navigations of the main frame the allowlist refused, each with why.
+    blocked_navigation: Vec<Value>,
+    /// Whether the main frame's latest navigation was refused (the tab then shows the
+    /// browser's error page, not a document of the site).
+    last_navigation_refused: bool,
     main_frame: Option<String>,
     /// The list entry of each network request id.
     by_network_id: std::collections::HashMap<String, usize>,
@@ -111,6 +118,20 @@ pub async fn browse(job: &Job, b: &BrowseJob) -> Result<Value, Failure> {
     v["requests_total"] = json!(reqs.total);
     v["blocked_total"] = json!(reqs.blocked);
     v["status"] = json!(reqs.status);
+    // `final_url`, `status` and `loaded` describe the last document that really loaded; a
+    // navigation the allowlist refused is listed, never reported as loaded, and the error
+    // page the browser shows for it is not returned as the site's content.
+    if let Some(u) = &reqs.document_url {
+        v["final_url"] = json!(super::page::cut_chars(u, MAX_URL).0);
+    }
+    v["blocked_navigation"] = json!(reqs.blocked_navigation);
+    if reqs.last_navigation_refused {
+        v["loaded"] = json!(false);
+        v["html"] = json!("");
+        v["text"] = json!("");
+        v["title"] = Value::Null;
+        v["screenshot_png_base64"] = Value::Null;
+    }
     v["duration_ms"] = json!(u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX));
     Ok(v)
 }
@@ -137,6 +158,21 @@ fn handle(browser: &mut Browser, ev: &Value, allow: &[String], reqs: &mut Reques
                 "type": p["resourceType"],
                 "allowed": verdict.is_ok(),
             });
+            // A navigation of the main frame (a script's, a meta refresh's, a Refresh header's).
+            let navigation = p["resourceType"] == "Document"
+                && p["frameId"].as_str().is_some()
+                && p["frameId"].as_str() == reqs.main_frame.as_deref();
+            if navigation {
+                reqs.last_navigation_refused = verdict.is_err();
+                if let Err(why) = &verdict
+                    && reqs.blocked_navigation.len() < MAX_REQUESTS
+                {
+                    reqs.blocked_navigation.push(json!({
+                        "url": super::page::cut_chars(url, 2048).0,
+                        "refused": why,
+                    }));
+                }
+            }
             // (A pipe that is gone ends the session at the next read.)
             let _ = match &verdict {
                 Ok(()) => browser.send(
@@ -172,7 +208,36 @@ fn handle(browser: &mut Browser, ev: &Value, allow: &[String], reqs: &mut Reques
         Some("Network.responseReceived") => {
             if p["type"] == "Document" && p["frameId"].as_str() == reqs.main_frame.as_deref() {
                 reqs.status = p["response"]["status"].as_u64();
+                reqs.document_url = p["response"]["url"].as_str().map(str::to_owned);
             }
+            true
+        }
+        // WebSockets are not paused by the Fetch domain: listed with what the allowlist says
+        // of them (the jail's network refuses them the same way: see `network`).
+        Some("Network.webSocketCreated") => {
+            let url = p["url"].as_str().unwrap_or("");
+            let verdict = url::Url::parse(url)
+                .map_err(|_| "not a URL".to_owned())
+                .and_then(|mut u| {
+                    let scheme = match u.scheme() {
+                        "ws" => "http",
+                        "wss" => "https",
+                        other => other,
+                    }
+                    .to_owned();
+                    let _ = u.set_scheme(&scheme);
+                    super::allow::check(&u, allow).map_err(|e| e.to_string())
+                });
+            let mut entry = json!({
+                "url": super::page::cut_chars(url, 2048).0,
+                "method": "GET",
+                "type": "WebSocket",
+                "allowed": verdict.is_ok(),
+            });
+            if let Err(why) = verdict {
+                entry["refused"] = json!(why);
+            }
+            reqs.push(p["requestId"].as_str(), entry);
             true
         }
         Some("Network.loadingFailed") => {
