@@ -49,6 +49,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../rules/rug-pull-listing.yaml"),
     ),
     (
+        "canary-in-workdir.yaml",
+        include_str!("../rules/canary-in-workdir.yaml"),
+    ),
+    (
         "decoy-read-and-exposed.yaml",
         include_str!("../rules/decoy-read-and-exposed.yaml"),
     ),

@@ -97,7 +97,51 @@ impl Drop for Fetched {
         if let Ok(mut live) = LIVE.lock() {
             live.retain(|p| p != self.workspace.path());
         }
+        release(self.workspace.path());
     }
+}
+
+/// The locks this process holds on its package workspaces (see [`lock_path`]).
+static HOLDS: std::sync::Mutex<Vec<(PathBuf, nix::fcntl::Flock<std::fs::File>)>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// The lock file beside a package workspace: a live owner holds an exclusive `flock` on it,
+/// which a sweeping Warden in any pid or mount namespace sees (the owner's pid alone does not
+/// tell a live run of another pid namespace — a container's — from a dead one, and a sweep
+/// that took it for dead deleted the workspace under a running install).
+fn lock_path(dir: &Path) -> PathBuf {
+    let mut p = dir.as_os_str().to_owned();
+    p.push(".lock");
+    PathBuf::from(p)
+}
+
+/// Hold `dir`'s lock for as long as the workspace lives.
+fn hold(dir: &Path) {
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(lock_path(dir))
+        .ok()
+        .and_then(|f| nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock).ok());
+    if let (Some(lock), Ok(mut holds)) = (lock, HOLDS.lock()) {
+        holds.push((dir.to_path_buf(), lock));
+    }
+}
+
+/// Let go of `dir`'s lock and remove its file.
+fn release(dir: &Path) {
+    if let Ok(mut holds) = HOLDS.lock() {
+        holds.retain(|(d, _)| d != dir);
+    }
+    let _ = std::fs::remove_file(lock_path(dir));
+}
+
+/// Whether a live run (in any namespace) holds `dir`.
+fn held(dir: &Path) -> bool {
+    std::fs::File::open(lock_path(dir)).is_ok_and(|f| {
+        nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock).is_err()
+    })
 }
 
 /// Package workspaces that exist right now, for [`remove_workspaces`].
@@ -124,6 +168,7 @@ pub fn remove_workspaces() {
     for dir in live {
         let _ = nix::mount::umount2(&dir, nix::mount::MntFlags::MNT_DETACH);
         let _ = std::fs::remove_dir_all(&dir);
+        release(&dir);
     }
 }
 
@@ -137,13 +182,18 @@ fn base() -> &'static Path {
 const PREFIX: &str = "warden-detonate-";
 
 /// Remove package folders whose owner is gone (a run killed with SIGKILL, or one that
-/// panicked, cannot clean up after itself).
+/// panicked, cannot clean up after itself): its pid is not running here and nothing holds
+/// the folder's lock (a run in another pid namespace does).
 fn sweep() {
     for e in std::fs::read_dir(base()).into_iter().flatten().flatten() {
-        if warden_jail::abandoned::by_owner(&e, PREFIX, std::time::Duration::ZERO) {
-            let path = e.path();
+        let path = e.path();
+        if path.extension().is_some_and(|x| x == "lock") {
+            continue;
+        }
+        if warden_jail::abandoned::by_owner(&e, PREFIX, std::time::Duration::ZERO) && !held(&path) {
             let _ = nix::mount::umount2(&path, nix::mount::MntFlags::MNT_DETACH);
             let _ = std::fs::remove_dir_all(&path);
+            let _ = std::fs::remove_file(lock_path(&path));
         }
     }
 }
@@ -160,6 +210,7 @@ pub(super) fn workspace() -> Result<tempfile::TempDir> {
         l.push(dir.path().to_path_buf());
     }
     drop(live);
+    hold(dir.path());
     let flags = nix::mount::MsFlags::MS_NOSUID | nix::mount::MsFlags::MS_NODEV;
     let opts = format!("size={WORKSPACE_BYTES},mode=0755");
     let mounted = nix::mount::mount(
@@ -184,4 +235,28 @@ pub(super) fn workspace() -> Result<tempfile::TempDir> {
         std::os::unix::fs::PermissionsExt::from_mode(0o755),
     )?;
     Ok(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A package folder whose owner's pid is not visible here (a run in a container's pid
+    /// namespace) but whose lock is held is live: the sweep leaves it; once the lock is let go,
+    /// the sweep removes the folder and its lock file.
+    #[test]
+    fn a_held_workspace_is_never_swept() {
+        let dir = base().join(format!("{PREFIX}4194305999-locktest{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("f"), "x").unwrap();
+        let lock = std::fs::File::create(lock_path(&dir)).unwrap();
+        let held_lock =
+            nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusiveNonblock).unwrap();
+        sweep();
+        assert!(dir.join("f").exists(), "a held workspace was swept");
+        drop(held_lock);
+        sweep();
+        assert!(!dir.exists(), "an abandoned workspace stays");
+        assert!(!lock_path(&dir).exists());
+    }
 }

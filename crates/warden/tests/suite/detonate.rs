@@ -455,7 +455,8 @@ pub fn one_fixture_per_category() {
     // Loot staged in /tmp by a server that never exits: found after the tree is gone, through
     // the jail's /tmp held open (the mount namespace that showed it is gone by then).
     let f = findings("stager.py", &["--no-payloads"]);
-    assert!(has(&f, "canary-in-file", "medium", ""), "{f:?}");
+    // Loot staged outside the work area is a secret copied out of its place: a consequence.
+    assert!(has(&f, "canary-in-file", "high", ""), "{f:?}");
 
     let f = findings("fileless.py", &["--no-payloads"]);
     assert!(has(&f, "fileless-exec", "high", "format"), "{f:?}");
