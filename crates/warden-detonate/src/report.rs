@@ -146,8 +146,7 @@ impl Report {
                 if let Some(r) = rules.iter().find(|r| d["id"] == r.rule.id.as_str()) {
                     d["fullDescription"] = json!({ "text": r.rule.recommendation });
                     d["defaultConfiguration"] = json!({ "level": level(r.rule.severity) });
-                    d["properties"] =
-                        json!({ "category": r.rule.category, "severity": r.rule.severity });
+                    d["properties"] = json!({ "category": r.rule.category, "severity": r.rule.severity, "basis": r.rule.basis, "falsepositives": r.rule.falsepositives });
                 }
             }
         }
