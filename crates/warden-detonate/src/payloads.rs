@@ -33,6 +33,29 @@ impl Kind {
     }
 }
 
+/// Parameter names that say the parameter *is* a command or code to run (`command`,
+/// `script`…): a tool that runs what it is given there does what it is for, which is a
+/// capability (`command-execution`), not an injection.
+const COMMAND_PARAMS: &[&str] = &[
+    "command",
+    "commands",
+    "cmd",
+    "script",
+    "shell",
+    "shell_command",
+    "bash",
+    "code",
+    "program",
+    "commandline",
+    "command_line",
+];
+
+/// Whether the parameter `name` is, by its name, the command a tool runs.
+pub fn is_command_param(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase().replace('-', "_");
+    COMMAND_PARAMS.contains(&lower.as_str())
+}
+
 /// One payload.
 #[derive(Debug, Clone)]
 pub struct Payload {
@@ -200,6 +223,24 @@ pub fn detect(
 
 #[cfg(test)]
 mod tests {
+    use super::is_command_param;
+
+    #[test]
+    fn command_parameters_are_known_by_name() {
+        for p in [
+            "command",
+            "Command",
+            "cmd",
+            "shell-command",
+            "script",
+            "code",
+        ] {
+            assert!(is_command_param(p), "{p}");
+        }
+        for p in ["host", "path", "query", "commander", "url"] {
+            assert!(!is_command_param(p), "{p}");
+        }
+    }
     use super::*;
     use serde_json::json;
 

@@ -49,6 +49,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../rules/rug-pull-listing.yaml"),
     ),
     (
+        "command-execution.yaml",
+        include_str!("../rules/command-execution.yaml"),
+    ),
+    (
         "canary-in-workdir.yaml",
         include_str!("../rules/canary-in-workdir.yaml"),
     ),

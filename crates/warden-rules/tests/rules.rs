@@ -439,3 +439,29 @@ fn a_browsers_own_checks_and_harmless_writes_are_not_findings() {
         .unwrap();
     assert_eq!(writes.evidence, vec![3, 4]);
 }
+
+/// A tool whose `command` parameter runs commands does what it is for (a terminal server): a
+/// capability at medium, not an injection; the same proof on any other parameter is critical.
+#[test]
+fn a_command_parameter_that_runs_commands_is_a_capability() {
+    let rules = builtin().unwrap();
+    let payload = |param: &str, by_design: bool| {
+        let mut d = json!({"tool": "t", "param": param, "kind": "command_injection",
+                           "payload": "x; echo", "detected": true, "evidence": "42"});
+        if by_design {
+            d["by_design"] = json!(true);
+        }
+        event(1, EventKind::HarnessPayload, Some("tool_call:1"), d)
+    };
+    let f = evaluate(&rules, &[payload("command", true)], &|_| Some("t".into()));
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert_eq!(
+        (f[0].rule.as_str(), f[0].severity),
+        ("command-execution", Severity::Medium)
+    );
+    let f = evaluate(&rules, &[payload("host", false)], &|_| Some("t".into()));
+    assert_eq!(
+        (f[0].rule.as_str(), f[0].severity),
+        ("command-injection", Severity::Critical)
+    );
+}
