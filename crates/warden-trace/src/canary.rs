@@ -1,6 +1,14 @@
 //! Canary tokens: unique random secrets planted in the environment and the decoy home, and a
 //! matcher that finds them again in any bytes — as they are, or encoded in hex, base32 or
-//! base64 (standard and URL-safe) at any alignment inside a larger encoded payload.
+//! base64 (standard and URL-safe) at any alignment inside a larger encoded payload; reversed;
+//! in any letter case; XORed with a single byte; as a fragment of at least [`FRAGMENT`]
+//! characters of its random part (half of a secret in each of two messages is found in
+//! both); and inside a percent-encoded, JSON/Unicode-escaped or gzip/zlib/deflate-compressed
+//! payload. Every hit says which transformation found it.
+//!
+//! Guarantees: the work is linear in the bytes given (one automaton pass per view), and the
+//! decoded views are bounded ([`MAX_VIEW`] bytes each, at most [`MAX_INFLATES`] decompression
+//! attempts), so a hostile payload cannot make a scan expensive.
 //!
 //! A canary appearing in a DNS name, in bytes sent over a socket, in a file the tree wrote or in
 //! text returned to the caller is evidence that cannot be forged by the subject's own output:
@@ -32,7 +40,32 @@ pub enum Form {
     Base32,
     /// Base64, standard or URL-safe alphabet.
     Base64,
+    /// Whole, but in another letter case.
+    Case,
+    /// Whole, reversed (in any letter case).
+    Reversed,
+    /// XORed with one byte.
+    Xor,
+    /// A piece of at least [`FRAGMENT`] characters of its random part (as planted or reversed,
+    /// any case).
+    Fragment,
+    /// Inside a percent-encoded payload.
+    PercentEncoded,
+    /// Inside a JSON or Unicode-escaped payload (`\u0067`, `\x67`).
+    Escaped,
+    /// Inside a gzip, zlib or deflate stream.
+    Compressed,
 }
+
+/// Characters of a fragment, at least.
+pub const FRAGMENT: usize = 12;
+/// Characters at a canary's start that may be a fixed prefix (`ghp_`, `AKIA`): fragments
+/// start after them, so every fragment is random characters only.
+const PREFIX: usize = 4;
+/// Bytes of a decoded view (percent-decoded, unescaped, decompressed), at most.
+pub const MAX_VIEW: usize = 1 << 20;
+/// Decompression attempts per scan, at most.
+pub const MAX_INFLATES: usize = 8;
 
 /// One canary found in some bytes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -47,10 +80,11 @@ pub struct Hit {
 #[derive(Debug, Clone)]
 pub struct Canaries {
     list: Vec<Canary>,
-    /// Needles compared exactly: plain and base64 forms.
+    /// Needles compared exactly: plain, base64 and XOR forms.
     exact: Option<AhoCorasick>,
     exact_ids: Vec<(usize, Form)>,
-    /// Needles compared without regard to ASCII case: hex and base32 forms.
+    /// Needles compared without regard to ASCII case: hex and base32 forms, the value in any
+    /// case, reversed, and its fragments.
     folded: Option<AhoCorasick>,
     folded_ids: Vec<(usize, Form)>,
 }
@@ -102,26 +136,47 @@ fn aligned(enc: &Encoding, bits: usize, value: &[u8]) -> Vec<String> {
 impl Canaries {
     /// Matchers for `list`.
     pub fn new(list: Vec<Canary>) -> Canaries {
-        let mut exact = Vec::new();
-        let mut folded = Vec::new();
+        let mut exact: Vec<(Vec<u8>, usize, Form)> = Vec::new();
+        let mut folded: Vec<(Vec<u8>, usize, Form)> = Vec::new();
         for (i, c) in list.iter().enumerate() {
             let v = c.value.as_bytes();
-            exact.push((c.value.clone(), i, Form::Plain));
+            exact.push((v.to_vec(), i, Form::Plain));
             for enc in [&BASE64, &BASE64URL] {
                 for n in aligned(enc, 6, v) {
-                    exact.push((n, i, Form::Base64));
+                    exact.push((n.into_bytes(), i, Form::Base64));
                 }
             }
-            folded.push((HEXLOWER.encode(v), i, Form::Base16));
+            for key in 1..=255u8 {
+                let x: Vec<u8> = v.iter().map(|b| b ^ key).collect();
+                // Flipping 0x20 is a change of case: found as such.
+                if key != 0x20 {
+                    exact.push((x, i, Form::Xor));
+                }
+            }
+            folded.push((HEXLOWER.encode(v).into_bytes(), i, Form::Base16));
             for n in aligned(&BASE32, 5, v) {
-                folded.push((n, i, Form::Base32));
+                folded.push((n.into_bytes(), i, Form::Base32));
+            }
+            folded.push((v.to_vec(), i, Form::Case));
+            let reversed: Vec<u8> = v.iter().rev().copied().collect();
+            folded.push((reversed.clone(), i, Form::Reversed));
+            if v.len() > PREFIX + FRAGMENT {
+                for start in PREFIX..=v.len() - FRAGMENT {
+                    folded.push((v[start..start + FRAGMENT].to_vec(), i, Form::Fragment));
+                    let r_start = v.len() - start - FRAGMENT;
+                    folded.push((
+                        reversed[r_start..r_start + FRAGMENT].to_vec(),
+                        i,
+                        Form::Fragment,
+                    ));
+                }
             }
         }
-        let build = |needles: &[(String, usize, Form)], fold: bool| {
+        let build = |needles: &[(Vec<u8>, usize, Form)], fold: bool| {
             AhoCorasickBuilder::new()
                 .ascii_case_insensitive(fold)
                 .match_kind(MatchKind::Standard)
-                .build(needles.iter().map(|n| n.0.as_bytes()))
+                .build(needles.iter().map(|n| n.0.as_slice()))
         };
         // Building fails only past aho-corasick's size limits, far beyond a few dozen needles.
         Canaries {
@@ -146,30 +201,54 @@ impl Canaries {
             .map(|c| c.value.as_str())
     }
 
-    /// Every canary in `bytes`, once per canary and encoding.
+    /// Every canary in `bytes`, once per canary, each with the most direct transformation that
+    /// found it: as planted before another case, whole before a fragment, and the bytes as
+    /// given before a decoded view of them.
     pub fn find(&self, bytes: &[u8]) -> Vec<Hit> {
-        let mut hits: Vec<Hit> = Vec::new();
-        let mut add = |(i, enc): (usize, Form)| {
-            let planted = self.list[i].planted.clone();
-            if !hits
-                .iter()
-                .any(|h| h.planted == planted && h.encoding == enc)
-            {
-                hits.push(Hit {
-                    planted,
-                    encoding: enc,
-                });
+        let mut found: Vec<(usize, Form)> = self.find_direct(bytes);
+        for (view, form) in views(bytes) {
+            for (i, _) in self.find_direct(&view) {
+                found.push((i, form));
             }
+        }
+        let rank = |f: Form| match f {
+            Form::Plain => 0,
+            Form::Base16 | Form::Base32 | Form::Base64 => 1,
+            Form::Case | Form::Reversed | Form::Xor => 2,
+            Form::PercentEncoded | Form::Escaped | Form::Compressed => 3,
+            Form::Fragment => 4,
         };
+        found.sort_by_key(|(i, f)| (*i, rank(*f)));
+        let mut hits: Vec<Hit> = Vec::new();
+        let mut last = None;
+        for (i, form) in found {
+            if last == Some(i) {
+                continue;
+            }
+            last = Some(i);
+            hits.push(Hit {
+                planted: self.list[i].planted.clone(),
+                encoding: form,
+            });
+        }
+        hits
+    }
+
+    /// The canaries in `bytes` as they are (no decoded view), with every form that matched.
+    fn find_direct(&self, bytes: &[u8]) -> Vec<(usize, Form)> {
+        let mut out = Vec::new();
         for (ac, ids) in [
             (&self.exact, &self.exact_ids),
             (&self.folded, &self.folded_ids),
         ] {
             for m in ac.iter().flat_map(|ac| ac.find_overlapping_iter(bytes)) {
-                add(ids[m.pattern().as_usize()]);
+                let id = ids[m.pattern().as_usize()];
+                if !out.contains(&id) {
+                    out.push(id);
+                }
             }
         }
-        hits
+        out
     }
 
     /// Every canary in a DNS name: the labels are joined without their dots first, since an
@@ -178,6 +257,139 @@ impl Canaries {
         let joined: String = name.chars().filter(|c| *c != '.').collect();
         self.find(joined.as_bytes())
     }
+}
+
+/// The decoded views of `bytes` worth a second look, each with the transformation it undoes:
+/// percent-decoded (when it holds `%XX`), unescaped (when it holds `\\u` or `\\x`), and
+/// inflated (from each gzip or zlib header, and as raw deflate from its start and after an
+/// HTTP head). Each at most [`MAX_VIEW`] bytes.
+fn views(bytes: &[u8]) -> Vec<(Vec<u8>, Form)> {
+    let mut out = Vec::new();
+    let has = |needle: &[u8]| bytes.windows(needle.len()).any(|w| w == needle);
+    if bytes
+        .windows(3)
+        .any(|w| w[0] == b'%' && w[1].is_ascii_hexdigit() && w[2].is_ascii_hexdigit())
+    {
+        out.push((percent_decode(bytes), Form::PercentEncoded));
+    }
+    if has(b"\\u") || has(b"\\x") {
+        out.push((unescape(bytes), Form::Escaped));
+    }
+    let mut starts: Vec<(usize, bool)> = Vec::new();
+    for (i, w) in bytes.windows(2).enumerate() {
+        let gzip = w == [0x1f, 0x8b];
+        let zlib = w[0] == 0x78 && matches!(w[1], 0x01 | 0x5e | 0x9c | 0xda);
+        if gzip || zlib {
+            starts.push((i, gzip));
+        }
+        if starts.len() >= MAX_INFLATES {
+            break;
+        }
+    }
+    for (at, gzip) in starts {
+        let data = &bytes[at..];
+        let inflated = if gzip {
+            inflate(flate2::read::MultiGzDecoder::new(data))
+        } else {
+            inflate(flate2::read::ZlibDecoder::new(data))
+        };
+        if !inflated.is_empty() {
+            out.push((inflated, Form::Compressed));
+        }
+    }
+    // Raw deflate has no header to find it by: tried where a body starts.
+    let body = bytes
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(0, |i| i + 4);
+    for at in [0, body] {
+        let inflated = inflate(flate2::read::DeflateDecoder::new(&bytes[at..]));
+        if !inflated.is_empty() {
+            out.push((inflated, Form::Compressed));
+        }
+        if body == 0 {
+            break;
+        }
+    }
+    out
+}
+
+/// What `reader` inflates to, at most [`MAX_VIEW`] bytes (empty when it is no stream).
+fn inflate(reader: impl std::io::Read) -> Vec<u8> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    let _ = reader.take(MAX_VIEW as u64).read_to_end(&mut out);
+    out
+}
+
+/// `bytes` with every `%XX` decoded (and `+` kept as it is).
+fn percent_decode(bytes: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes.len().min(MAX_VIEW));
+    let mut i = 0;
+    while i < bytes.len() && out.len() < MAX_VIEW {
+        let hex = |b: u8| char::from(b).to_digit(16);
+        match (
+            bytes[i],
+            bytes.get(i + 1).copied().and_then(hex),
+            bytes.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'%', Some(h), Some(l)) => {
+                out.push(u8::try_from(h * 16 + l).unwrap_or(0));
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+/// `bytes` with JSON and C-style escapes undone: `\\uXXXX` (ASCII and Latin-1 code points as
+/// one byte, others as UTF-8), `\\xXX`, and `\\"`, `\\\\`, `\\/`.
+fn unescape(bytes: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes.len().min(MAX_VIEW));
+    let mut i = 0;
+    let hex_at = |at: usize, n: usize| -> Option<u32> {
+        let s = std::str::from_utf8(bytes.get(at..at + n)?).ok()?;
+        u32::from_str_radix(s, 16).ok()
+    };
+    while i < bytes.len() && out.len() < MAX_VIEW {
+        if bytes[i] == b'\\' {
+            match bytes.get(i + 1) {
+                Some(b'u') => {
+                    if let Some(cp) = hex_at(i + 2, 4) {
+                        match u8::try_from(cp) {
+                            Ok(b) => out.push(b),
+                            Err(_) => {
+                                let c = char::from_u32(cp).unwrap_or('\u{fffd}');
+                                out.extend_from_slice(c.to_string().as_bytes());
+                            }
+                        }
+                        i += 6;
+                        continue;
+                    }
+                }
+                Some(b'x') => {
+                    if let Some(b) = hex_at(i + 2, 2).and_then(|v| u8::try_from(v).ok()) {
+                        out.push(b);
+                        i += 4;
+                        continue;
+                    }
+                }
+                Some(c @ (b'"' | b'\\' | b'/')) => {
+                    out.push(*c);
+                    i += 2;
+                    continue;
+                }
+                _ => {}
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    out
 }
 
 /// Base32 without padding, as DNS exfiltration tools usually send it (for tests and fixtures).
@@ -220,6 +432,84 @@ mod tests {
         let name = format!("{}.{}.exfil.invalid", &hex[..30], &hex[30..]);
         let hits = c.find_in_name(&name);
         assert_eq!(hits[0].planted, "env:GITHUB_TOKEN");
+    }
+
+    /// Issue #32: a secret sent reversed and case-swapped, XORed, split in two, escaped,
+    /// percent-encoded or compressed is still found, and each hit says how.
+    #[test]
+    fn secrets_however_dressed_are_found() {
+        use std::io::Write;
+        let c = set();
+        let v = c.list()[1].value.clone();
+        let swapped: String = v
+            .chars()
+            .rev()
+            .map(|ch| {
+                if ch.is_ascii_uppercase() {
+                    ch.to_ascii_lowercase()
+                } else {
+                    ch.to_ascii_uppercase()
+                }
+            })
+            .collect();
+        let form = |bytes: &[u8]| {
+            c.find(bytes)
+                .into_iter()
+                .find(|h| h.planted == "file:~/.aws/credentials")
+                .map(|h| h.encoding)
+        };
+        assert_eq!(
+            form(format!("x={swapped}").as_bytes()),
+            Some(Form::Reversed)
+        );
+        assert_eq!(form(v.to_lowercase().as_bytes()), Some(Form::Case));
+        let xored: Vec<u8> = v.bytes().map(|b| b ^ 0x5a).collect();
+        assert_eq!(form(&xored), Some(Form::Xor));
+        // Half of it in each of two messages: each half is found.
+        let (a, b) = v.split_at(v.len() / 2);
+        assert_eq!(
+            form(format!("part one {a}").as_bytes()),
+            Some(Form::Fragment)
+        );
+        assert_eq!(
+            form(format!("{b} part two").as_bytes()),
+            Some(Form::Fragment)
+        );
+        let pct: String = v.bytes().map(|b| format!("%{b:02X}")).collect();
+        assert_eq!(
+            form(format!("q={pct}&x=1").as_bytes()),
+            Some(Form::PercentEncoded)
+        );
+        let escaped: String = v
+            .chars()
+            .map(|ch| format!("\\u{:04x}", ch as u32))
+            .collect();
+        assert_eq!(
+            form(format!("{{\"k\": \"{escaped}\"}}").as_bytes()),
+            Some(Form::Escaped)
+        );
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gz.write_all(format!("creds={v}&again={v}").as_bytes())
+            .unwrap();
+        let mut body = b"POST /x HTTP/1.1\r\nContent-Encoding: gzip\r\n\r\n".to_vec();
+        body.extend(gz.finish().unwrap());
+        assert_eq!(form(&body), Some(Form::Compressed));
+        // Repeated, so the stream holds no stored (verbatim) block.
+        let thrice = format!("{v} {v} {v}");
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+        z.write_all(thrice.as_bytes()).unwrap();
+        assert_eq!(form(&z.finish().unwrap()), Some(Form::Compressed));
+        let mut d = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::best());
+        d.write_all(thrice.as_bytes()).unwrap();
+        let mut raw = b"POST /y HTTP/1.1\r\nContent-Encoding: deflate\r\n\r\n".to_vec();
+        raw.extend(d.finish().unwrap());
+        assert_eq!(form(&raw), Some(Form::Compressed));
+        // As planted stays plain; eleven characters are not a fragment; the fixed prefix of a
+        // token is not its secret.
+        assert_eq!(form(v.as_bytes()), Some(Form::Plain));
+        assert_eq!(form(&v.as_bytes()[5..16]), None);
+        let ghp = &c.list()[0].value;
+        assert!(c.find(&ghp.as_bytes()[..11]).is_empty());
     }
 
     proptest! {

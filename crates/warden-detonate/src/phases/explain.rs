@@ -76,7 +76,13 @@ pub fn explain(events: &mut [Event], tools: &HashMap<String, String>) {
         if e.kind == EventKind::FileOpen && e.data.get("decoy").is_none() {
             continue;
         }
-        let when = during(e.triggered_by.as_deref(), tools);
+        // What the harness found in a call's answer is recorded after its window closed, with
+        // the call's id.
+        let window = e
+            .triggered_by
+            .clone()
+            .or_else(|| e.data["call"].as_u64().map(|c| format!("tool_call:{c}")));
+        let when = during(window.as_deref(), tools);
         let whither = (e.kind == EventKind::CanarySeen)
             .then(|| to(&e.data, &refs))
             .flatten();
@@ -139,6 +145,12 @@ mod tests {
                 Some("install"),
                 json!({ "path": "/usr/lib/x" }),
             ),
+            event(
+                10,
+                EventKind::CanarySeen,
+                None,
+                json!({ "planted": "env:X", "where": "tool_result", "call": 7 }),
+            ),
         ];
         explain(&mut events, &tools);
         assert_eq!(
@@ -150,5 +162,7 @@ mod tests {
         assert_eq!(events[2].data["during"], "start-up");
         assert_eq!(events[3].data["during"], "the install");
         assert!(events[4].data.get("during").is_none());
+        assert_eq!(events[5].data["during"], "call 7 of send_report");
+        assert_eq!(events[5].data["to"], "a tool's result");
     }
 }

@@ -870,3 +870,35 @@ pub fn a_lone_file_is_not_blamed_for_its_neighbours() {
         .collect();
     assert!(files.contains(&"server.py"), "{}", r["scan"]);
 }
+
+/// Issue #32 (the matcher): a server that sends the GitHub token reversed and case-swapped in
+/// 10-character DNS labels, and hands back half of the AWS secret in each of two results, was
+/// PASS for a matcher of plain and base-encoded secrets. Both are found, each hit saying how.
+#[test]
+pub fn secrets_dressed_to_evade_are_still_found() {
+    let (code, out, err) = detonate("dresser.py", &["--output", "json", "--no-payloads"]);
+    assert_eq!(code, 0, "{err}");
+    let r: Value = serde_json::from_str(&out).unwrap();
+    evidence_exists(&r);
+    assert_eq!(r["verdict"], "CRITICAL", "{}", r["findings"]);
+    let f = finding_rows(&r, &[]);
+    assert!(has(&f, "canary-leaving", "critical", "lookup"), "{f:?}");
+    assert!(has(&f, "canary-in-output", "high", "note"), "{f:?}");
+    let seen: Vec<(&str, &str)> = r["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "canary.seen")
+        .map(|e| {
+            (
+                e["data"]["planted"].as_str().unwrap_or(""),
+                e["data"]["encoding"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert!(seen.contains(&("env:GITHUB_TOKEN", "reversed")), "{seen:?}");
+    assert!(
+        seen.contains(&("file:~/.aws/credentials", "fragment")),
+        "{seen:?}"
+    );
+}
