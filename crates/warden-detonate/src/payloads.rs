@@ -84,9 +84,15 @@ pub fn for_param(nonce: &str) -> Vec<Payload> {
             "http://169.254.169.254/latest/meta-data/".into(),
         ),
         p(Kind::SqlInjection, "x'".into()),
+        // The control: a condition that is never true. A tautology proves a breakout only by
+        // returning more than both the benign call and this.
+        p(Kind::SqlInjection, SQL_CONTROL.into()),
         p(Kind::SqlInjection, "x' OR '1'='1".into()),
     ]
 }
+
+/// The SQL payload whose answer the tautology is compared with.
+pub const SQL_CONTROL: &str = "x' AND '1'='2";
 
 const SQL_ERRORS: &[&str] = &[
     "syntax error",
@@ -120,6 +126,7 @@ pub fn detect(
     events: &[&Event],
     canary_in_output: bool,
     benign_output: Option<&str>,
+    control_output: Option<&str>,
 ) -> Option<String> {
     match payload.kind {
         Kind::CommandInjection => {
@@ -205,16 +212,24 @@ pub fn detect(
             {
                 return Some(format!("the output holds a database error ({sig})"));
             }
-            // A tautology that widens the result: more rows than the benign call, by more than
-            // an echo of the payload would add.
-            let b = benign_output?;
+            // A tautology that widens the result: more rows than the benign call *and* than the
+            // never-true control, each by more than an echo of the payload would add. A fuzzy
+            // search or an error that quotes its input answers the control as broadly.
+            if payload.value == SQL_CONTROL {
+                return None;
+            }
+            let (b, c) = (benign_output?, control_output?);
             let rows = |s: &str| s.matches("\\n").count();
-            let grew = output.len().saturating_sub(b.len()) > payload.value.len() + 16;
-            (payload.value.contains(" OR ") && grew && rows(output) > rows(b)).then(|| {
+            let wider = |than: &str| {
+                output.len().saturating_sub(than.len()) > payload.value.len() + 16
+                    && rows(output) > rows(than)
+            };
+            (payload.value.contains(" OR ") && wider(b) && wider(c)).then(|| {
                 format!(
-                    "the tautology returned more than the benign call ({} bytes against {})",
+                    "the tautology returned more than the benign call and the never-true control ({} bytes against {} and {})",
                     output.len(),
-                    b.len()
+                    b.len(),
+                    c.len()
                 )
             })
         }
@@ -261,29 +276,40 @@ mod tests {
         let ps = for_param(n);
         let ci = &ps[0];
         // The server echoes its input: the payload text is there, its result is not.
-        assert!(detect(ci, n, &format!("you said {}", ci.value), &[], false, None).is_none());
-        assert!(detect(ci, n, "x\nwdn42xabc123\n", &[], false, None).is_some());
+        assert!(
+            detect(
+                ci,
+                n,
+                &format!("you said {}", ci.value),
+                &[],
+                false,
+                None,
+                None
+            )
+            .is_none()
+        );
+        assert!(detect(ci, n, "x\nwdn42xabc123\n", &[], false, None, None).is_some());
         let spawn = ev(
             4,
             EventKind::ProcessSpawn,
             json!({"path": "/bin/sh", "argv": ["sh", "-c", ci.value]}),
         );
-        assert!(detect(ci, n, "", &[&spawn], false, None).is_some());
+        assert!(detect(ci, n, "", &[&spawn], false, None, None).is_some());
         let safe = ev(
             5,
             EventKind::ProcessSpawn,
             json!({"path": "/usr/bin/git", "argv": ["git", "log", "--", ci.value]}),
         );
         assert!(
-            detect(ci, n, "", &[&safe], false, None).is_none(),
+            detect(ci, n, "", &[&safe], false, None, None).is_none(),
             "one plain argument is safe"
         );
         let pt = &ps[3];
-        assert!(detect(pt, n, "root:x:0:0:root:/root", &[], false, None).is_some());
-        assert!(detect(pt, n, "not found", &[], false, None).is_none());
+        assert!(detect(pt, n, "root:x:0:0:root:/root", &[], false, None, None).is_some());
+        assert!(detect(pt, n, "not found", &[], false, None, None).is_none());
         let id_reads = ev(6, EventKind::FileOpen, json!({"path": "/etc/passwd"}));
         assert!(
-            detect(pt, n, "", &[&id_reads], false, None).is_none(),
+            detect(pt, n, "", &[&id_reads], false, None, None).is_none(),
             "an unrelated open of the same file"
         );
         let joined = ev(
@@ -291,16 +317,16 @@ mod tests {
             EventKind::FileOpen,
             json!({"path": "/etc/passwd", "raw_path": "/tmp/notes/../../../../../../../../etc/passwd"}),
         );
-        assert!(detect(pt, n, "", &[&joined], false, None).is_some());
+        assert!(detect(pt, n, "", &[&joined], false, None, None).is_some());
         let ssrf = &ps[5];
         let dns = ev(
             5,
             EventKind::NetDns,
             json!({"name": "ssrf-abc123.test", "type": "A"}),
         );
-        assert!(detect(ssrf, n, "", &[&dns], false, None).is_some());
+        assert!(detect(ssrf, n, "", &[&dns], false, None, None).is_some());
         assert!(
-            detect(&ps[6], n, "", &[&dns], false, None).is_none(),
+            detect(&ps[6], n, "", &[&dns], false, None, None).is_none(),
             "the metadata payload needs its own connect"
         );
         assert!(
@@ -310,20 +336,32 @@ mod tests {
                 "sqlite3.OperationalError: near",
                 &[],
                 false,
+                None,
                 None
             )
             .is_some()
         );
-        assert!(detect(&ps[8], n, "groceries: milk", &[], false, None).is_none());
+        assert!(detect(&ps[9], n, "groceries: milk", &[], false, None, None).is_none());
         let benign = r#"{"content":[{"type":"text","text":""}]}"#;
         let wide = r#"{"content":[{"type":"text","text":"groceries: milk\nsecret: the vault code is 1234"}]}"#;
-        assert!(detect(&ps[8], n, wide, &[], false, Some(benign)).is_some());
-        let echo = format!(
-            r#"{{"content":[{{"type":"text","text":"no note called {}"}}]}}"#,
-            ps[8].value
+        assert!(detect(&ps[9], n, wide, &[], false, Some(benign), Some(benign)).is_some());
+        // Issue #30: a fuzzy search (or an error quoting its input) answers the never-true
+        // control as broadly as the tautology: no proof of a breakout.
+        assert!(
+            detect(&ps[9], n, wide, &[], false, Some(benign), Some(wide)).is_none(),
+            "the control was as wide"
         );
         assert!(
-            detect(&ps[8], n, &echo, &[], false, Some(benign)).is_none(),
+            detect(&ps[9], n, wide, &[], false, Some(benign), None).is_none(),
+            "no control, no proof"
+        );
+        assert!(detect(&ps[8], n, wide, &[], false, Some(benign), Some(benign)).is_none());
+        let echo = format!(
+            r#"{{"content":[{{"type":"text","text":"no note called {}"}}]}}"#,
+            ps[9].value
+        );
+        assert!(
+            detect(&ps[9], n, &echo, &[], false, Some(benign), Some(benign)).is_none(),
             "an echo is not a tautology"
         );
     }

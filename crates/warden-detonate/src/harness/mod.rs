@@ -64,6 +64,8 @@ pub struct Session {
     pub call_seq: u64,
     /// Each tool's benign result (for comparing result shapes).
     pub benign_outputs: HashMap<String, String>,
+    /// What the never-true SQL control returned, per tool and parameter (`tool\0param`).
+    pub sql_controls: HashMap<String, String>,
     /// Benign calls whose arguments the server's validation took (they may still have failed
     /// at their work, e.g. a file that does not exist).
     pub benign_valid: u32,
@@ -1163,8 +1165,21 @@ async fn call(
     }
     if let Some((param, p)) = payload {
         let in_window: Vec<&Event> = window_events.iter().collect();
+        let key = format!("{tool}\0{param}");
+        if p.value == payloads::SQL_CONTROL {
+            ctx.session.sql_controls.insert(key.clone(), output.clone());
+        }
         let benign = ctx.session.benign_outputs.get(tool).map(String::as_str);
-        let evidence = payloads::detect(p, nonce, &output, &in_window, !hits.is_empty(), benign);
+        let control = ctx.session.sql_controls.get(&key).map(String::as_str);
+        let evidence = payloads::detect(
+            p,
+            nonce,
+            &output,
+            &in_window,
+            !hits.is_empty(),
+            benign,
+            control,
+        );
         ctx.record(
             EventKind::HarnessPayload,
             json!({
