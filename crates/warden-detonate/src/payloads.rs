@@ -84,15 +84,16 @@ pub fn for_param(nonce: &str) -> Vec<Payload> {
             "http://169.254.169.254/latest/meta-data/".into(),
         ),
         p(Kind::SqlInjection, "x'".into()),
-        // The control: a condition that is never true. A tautology proves a breakout only by
-        // returning more than both the benign call and this.
+        // The control: the same words with a condition that is never true. A tautology proves a
+        // breakout only by returning more than both the benign call and this; a text search
+        // answers both alike (they differ in one character).
         p(Kind::SqlInjection, SQL_CONTROL.into()),
         p(Kind::SqlInjection, "x' OR '1'='1".into()),
     ]
 }
 
 /// The SQL payload whose answer the tautology is compared with.
-pub const SQL_CONTROL: &str = "x' AND '1'='2";
+pub const SQL_CONTROL: &str = "x' OR '1'='2";
 
 const SQL_ERRORS: &[&str] = &[
     "syntax error",
@@ -220,8 +221,12 @@ pub fn detect(
             }
             let (b, c) = (benign_output?, control_output?);
             let rows = |s: &str| s.matches("\\n").count();
+            // Wider by half again at least: a text search ranks the two payloads' words a little
+            // differently (Sentry's tool search: 55 KB against 48 KB), a breakout returns rows
+            // the condition excluded.
             let wider = |than: &str| {
                 output.len().saturating_sub(than.len()) > payload.value.len() + 16
+                    && output.len() * 2 >= than.len() * 3
                     && rows(output) > rows(than)
             };
             (payload.value.contains(" OR ") && wider(b) && wider(c)).then(|| {
@@ -354,6 +359,25 @@ mod tests {
         assert!(
             detect(&ps[9], n, wide, &[], false, Some(benign), None).is_none(),
             "no control, no proof"
+        );
+        let ranked = |k: usize| {
+            format!(
+                r#"{{"content":[{{"type":"text","text":"{}"}}]}}"#,
+                "tool: a search hit\n".repeat(k)
+            )
+        };
+        assert!(
+            detect(
+                &ps[9],
+                n,
+                &ranked(115),
+                &[],
+                false,
+                Some(benign),
+                Some(&ranked(100))
+            )
+            .is_none(),
+            "a search that ranks the words a little differently"
         );
         assert!(detect(&ps[8], n, wide, &[], false, Some(benign), Some(benign)).is_none());
         let echo = format!(
