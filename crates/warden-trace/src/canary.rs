@@ -14,7 +14,7 @@
 //! text returned to the caller is evidence that cannot be forged by the subject's own output:
 //! the values are drawn fresh for every run and exist nowhere else.
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 use data_encoding::{BASE32, BASE32_NOPAD, BASE64, BASE64URL, Encoding, HEXLOWER};
 use serde::{Deserialize, Serialize};
 
@@ -80,13 +80,105 @@ pub struct Hit {
 #[derive(Debug, Clone)]
 pub struct Canaries {
     list: Vec<Canary>,
-    /// Needles compared exactly: plain, base64 and XOR forms.
+    /// Needles compared exactly: plain and base64 forms.
     exact: Option<AhoCorasick>,
     exact_ids: Vec<(usize, Form)>,
     /// Needles compared without regard to ASCII case: hex and base32 forms, the value in any
     /// case, reversed, and its fragments.
     folded: Option<AhoCorasick>,
     folded_ids: Vec<(usize, Form)>,
+    /// The XOR of each canary's neighbouring bytes, which a single-byte XOR leaves unchanged.
+    xor: Option<AhoCorasick>,
+    xor_ids: Vec<usize>,
+    /// Every [`FRAGMENT`]-byte piece of each canary's random part.
+    grams: Grams,
+}
+
+/// The base of the rolling hash of [`Grams`].
+const BASE: u64 = 0x100_0000_01b3;
+/// Bits of the prefilter of [`Grams`].
+const FILTER_BITS: usize = 1 << 16;
+
+/// The pieces of [`FRAGMENT`] bytes of the canaries (as planted and reversed), found in any
+/// letter case by a rolling hash over the input, a bit-set prefilter, then a comparison:
+/// linear in the input and built in microseconds (an automaton of a thousand needles took
+/// milliseconds at every traced sandbox's start).
+#[derive(Debug, Clone)]
+struct Grams {
+    by_hash: std::collections::HashMap<u64, Vec<([u8; FRAGMENT], usize)>>,
+    filter: Vec<u64>,
+}
+
+impl Default for Grams {
+    fn default() -> Self {
+        Grams {
+            by_hash: std::collections::HashMap::new(),
+            filter: vec![0; FILTER_BITS / 64],
+        }
+    }
+}
+
+/// The rolling hash of `gram` (lower-cased).
+fn gram_hash(gram: &[u8]) -> u64 {
+    gram.iter().fold(0u64, |h, b| {
+        h.wrapping_mul(BASE)
+            .wrapping_add(u64::from(b.to_ascii_lowercase()))
+    })
+}
+
+impl Grams {
+    fn bit(h: u64) -> (usize, u64) {
+        let i = usize::try_from(h >> 48).unwrap_or(0) % FILTER_BITS;
+        (i / 64, 1u64 << (i % 64))
+    }
+
+    fn add(&mut self, gram: &[u8], canary: usize) {
+        let Ok(g) = <[u8; FRAGMENT]>::try_from(gram) else {
+            return;
+        };
+        let h = gram_hash(&g);
+        let (word, mask) = Self::bit(h);
+        self.filter[word] |= mask;
+        self.by_hash
+            .entry(h)
+            .or_default()
+            .push((g.map(|b| b.to_ascii_lowercase()), canary));
+    }
+
+    /// The canaries one of whose pieces `bytes` holds, in any letter case.
+    fn find(&self, bytes: &[u8], out: &mut Vec<usize>) {
+        if self.by_hash.is_empty() || bytes.len() < FRAGMENT {
+            return;
+        }
+        // BASE^(FRAGMENT-1): what the byte leaving the window weighed.
+        let top = (1..FRAGMENT).fold(1u64, |p, _| p.wrapping_mul(BASE));
+        let mut h = gram_hash(&bytes[..FRAGMENT]);
+        for start in 0..=bytes.len() - FRAGMENT {
+            if start > 0 {
+                let gone = u64::from(bytes[start - 1].to_ascii_lowercase());
+                let came = u64::from(bytes[start + FRAGMENT - 1].to_ascii_lowercase());
+                h = h
+                    .wrapping_sub(gone.wrapping_mul(top))
+                    .wrapping_mul(BASE)
+                    .wrapping_add(came);
+            }
+            let (word, mask) = Self::bit(h);
+            if self.filter[word] & mask == 0 {
+                continue;
+            }
+            let window = &bytes[start..start + FRAGMENT];
+            for (gram, canary) in self.by_hash.get(&h).into_iter().flatten() {
+                if window.eq_ignore_ascii_case(gram) && !out.contains(canary) {
+                    out.push(*canary);
+                }
+            }
+        }
+    }
+}
+
+/// The XOR of each byte of `bytes` with the next.
+fn delta(bytes: &[u8]) -> Vec<u8> {
+    bytes.windows(2).map(|w| w[0] ^ w[1]).collect()
 }
 
 /// Random characters from `alphabet` (uniform: rejection sampling over random bytes).
@@ -138,6 +230,8 @@ impl Canaries {
     pub fn new(list: Vec<Canary>) -> Canaries {
         let mut exact: Vec<(Vec<u8>, usize, Form)> = Vec::new();
         let mut folded: Vec<(Vec<u8>, usize, Form)> = Vec::new();
+        let mut deltas: Vec<(Vec<u8>, usize)> = Vec::new();
+        let mut grams = Grams::default();
         for (i, c) in list.iter().enumerate() {
             let v = c.value.as_bytes();
             exact.push((v.to_vec(), i, Form::Plain));
@@ -146,12 +240,9 @@ impl Canaries {
                     exact.push((n.into_bytes(), i, Form::Base64));
                 }
             }
-            for key in 1..=255u8 {
-                let x: Vec<u8> = v.iter().map(|b| b ^ key).collect();
-                // Flipping 0x20 is a change of case: found as such.
-                if key != 0x20 {
-                    exact.push((x, i, Form::Xor));
-                }
+            // XOR with one byte keeps the XOR of neighbouring bytes: one needle finds every key.
+            if v.len() > 1 {
+                deltas.push((delta(v), i));
             }
             folded.push((HEXLOWER.encode(v).into_bytes(), i, Form::Base16));
             for n in aligned(&BASE32, 5, v) {
@@ -162,20 +253,19 @@ impl Canaries {
             folded.push((reversed.clone(), i, Form::Reversed));
             if v.len() > PREFIX + FRAGMENT {
                 for start in PREFIX..=v.len() - FRAGMENT {
-                    folded.push((v[start..start + FRAGMENT].to_vec(), i, Form::Fragment));
+                    grams.add(&v[start..start + FRAGMENT], i);
                     let r_start = v.len() - start - FRAGMENT;
-                    folded.push((
-                        reversed[r_start..r_start + FRAGMENT].to_vec(),
-                        i,
-                        Form::Fragment,
-                    ));
+                    grams.add(&reversed[r_start..r_start + FRAGMENT], i);
                 }
             }
         }
         let build = |needles: &[(Vec<u8>, usize, Form)], fold: bool| {
+            // A contiguous NFA: built in a fraction of a DFA's time (every traced sandbox builds
+            // these at its start), and searched nearly as fast.
             AhoCorasickBuilder::new()
                 .ascii_case_insensitive(fold)
                 .match_kind(MatchKind::Standard)
+                .kind(Some(AhoCorasickKind::ContiguousNFA))
                 .build(needles.iter().map(|n| n.0.as_slice()))
         };
         // Building fails only past aho-corasick's size limits, far beyond a few dozen needles.
@@ -185,6 +275,9 @@ impl Canaries {
             exact_ids: exact.into_iter().map(|(_, i, e)| (i, e)).collect(),
             folded: build(&folded, true).ok(),
             folded_ids: folded.into_iter().map(|(_, i, e)| (i, e)).collect(),
+            xor: AhoCorasick::new(deltas.iter().map(|d| d.0.as_slice())).ok(),
+            xor_ids: deltas.into_iter().map(|(_, i)| i).collect(),
+            grams,
         }
     }
 
@@ -237,6 +330,20 @@ impl Canaries {
     /// The canaries in `bytes` as they are (no decoded view), with every form that matched.
     fn find_direct(&self, bytes: &[u8]) -> Vec<(usize, Form)> {
         let mut out = Vec::new();
+        if let Some(ac) = &self.xor
+            && bytes.len() > 1
+        {
+            let d = delta(bytes);
+            for m in ac.find_overlapping_iter(&d) {
+                let i = self.xor_ids[m.pattern().as_usize()];
+                // The key: what turns the canary's first byte into the one found. No key is the
+                // plain form, and 0x20 only changes letters' case (found as such).
+                let key = bytes[m.start()] ^ self.list[i].value.as_bytes()[0];
+                if key != 0 && key != 0x20 && !out.contains(&(i, Form::Xor)) {
+                    out.push((i, Form::Xor));
+                }
+            }
+        }
         for (ac, ids) in [
             (&self.exact, &self.exact_ids),
             (&self.folded, &self.folded_ids),
@@ -246,6 +353,13 @@ impl Canaries {
                 if !out.contains(&id) {
                     out.push(id);
                 }
+            }
+        }
+        let mut pieces = Vec::new();
+        self.grams.find(bytes, &mut pieces);
+        for i in pieces {
+            if !out.contains(&(i, Form::Fragment)) {
+                out.push((i, Form::Fragment));
             }
         }
         out
