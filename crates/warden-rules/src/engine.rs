@@ -238,7 +238,8 @@ impl CompiledCondition {
     }
 }
 
-/// `template` with each `{dotted.path}` replaced by that field of `event`.
+/// `template` with each `{dotted.path}` replaced by that field of `event` (`?` when it is
+/// missing, or the text after a `|`: `{data.during|the run}`).
 pub fn render(template: &str, event: &Event) -> String {
     let value = serde_json::to_value(event).unwrap_or(Value::Null);
     let mut out = String::new();
@@ -249,14 +250,14 @@ pub fn render(template: &str, event: &Event) -> String {
             out.push_str(&rest[start..]);
             return out;
         };
-        let path: Vec<String> = rest[start + 1..start + len]
-            .split('.')
-            .map(str::to_owned)
-            .collect();
+        // `{data.a.b|fallback}`: the fallback when the field is missing (else `?`).
+        let inner = &rest[start + 1..start + len];
+        let (field_path, fallback) = inner.split_once('|').unwrap_or((inner, "?"));
+        let path: Vec<String> = field_path.split('.').map(str::to_owned).collect();
         let shown = match lookup(&value, &path) {
             Some(Value::String(s)) => s.chars().take(200).collect(),
             Some(v) => v.to_string().chars().take(200).collect(),
-            None => "?".to_owned(),
+            None => fallback.to_owned(),
         };
         out.push_str(&shown);
         rest = &rest[start + len + 1..];

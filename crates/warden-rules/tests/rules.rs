@@ -127,6 +127,11 @@ recommendation: r
     assert_eq!(f.len(), 1, "{f:?}");
     assert_eq!(f[0].evidence, vec![1, 2]);
     assert_eq!(f[0].message, "asked for a.invalid (?)");
+    let fallback = warden_rules::render(
+        "{data.name} in {data.during|the run}",
+        &event(1, EventKind::NetDns, None, json!({"name": "x.test"})),
+    );
+    assert_eq!(fallback, "x.test in the run");
     assert_eq!(f[0].tool.as_deref(), Some("tool-of-tool_call:1"));
     assert_eq!(f[0].severity, Severity::Medium);
     assert_eq!(f[0].basis, Some(Basis::Shape));

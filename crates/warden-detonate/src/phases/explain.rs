@@ -4,7 +4,8 @@
 //! "call 7 of send_report"), so that a HIGH or CRITICAL finding says its consequence in one
 //! sentence a maintainer can check against the evidence it links.
 //!
-//! Guarantees: only adds fields (`to`, `during`) to `canary.seen` and `file.open` events;
+//! Guarantees: only adds fields (`to`, `during`) to `canary.seen` events, opens of decoys and
+//! writes, deletes and renames (for the persistence findings);
 //! never changes what a rule matches on. Text that came from the server is cut to 200
 //! characters and shown with control characters escaped.
 
@@ -70,7 +71,14 @@ pub fn explain(events: &mut [Event], tools: &HashMap<String, String>) {
         .collect();
     let refs: HashMap<u64, &Value> = by_id.iter().map(|(k, v)| (*k, v)).collect();
     for e in events.iter_mut() {
-        if !matches!(e.kind, EventKind::CanarySeen | EventKind::FileOpen) {
+        if !matches!(
+            e.kind,
+            EventKind::CanarySeen
+                | EventKind::FileOpen
+                | EventKind::FileWrite
+                | EventKind::FileDelete
+                | EventKind::FileRename
+        ) {
             continue;
         }
         if e.kind == EventKind::FileOpen && e.data.get("decoy").is_none() {
@@ -161,7 +169,10 @@ mod tests {
         assert_eq!(events[2].data["to"], "a DNS query for x\\u{1b}.evil.test");
         assert_eq!(events[2].data["during"], "start-up");
         assert_eq!(events[3].data["during"], "the install");
-        assert!(events[4].data.get("during").is_none());
+        assert!(
+            events[4].data.get("during").is_none(),
+            "a plain open gets nothing"
+        );
         assert_eq!(events[5].data["during"], "call 7 of send_report");
         assert_eq!(events[5].data["to"], "a tool's result");
     }
