@@ -68,7 +68,7 @@ pub enum ResultsError {
 /// Every whole line of `path` (none if it does not exist), the last outcome per target key; a
 /// line whose slug is not one [`crate::list::is_slug`] accepts is an error naming the line.
 pub fn load(path: &Path) -> Result<BTreeMap<String, Outcome>, ResultsError> {
-    let text = match std::fs::read_to_string(path) {
+    let text = match read_bounded(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
         Err(e) => {
@@ -93,6 +93,30 @@ pub fn load(path: &Path) -> Result<BTreeMap<String, Outcome>, ResultsError> {
         out.insert(o.target.clone(), o);
     }
     Ok(out)
+}
+
+/// A results file is at most this big (a million targets' lines, with room to spare).
+const MAX_RESULTS: u64 = 1 << 30;
+
+/// `path` read as the file it is: never through a link, never blocking on a FIFO, a regular
+/// file only, at most [`MAX_RESULTS`] bytes (a shard's file is input, not trusted).
+fn read_bounded(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(path)?;
+    let meta = f.metadata()?;
+    if !meta.is_file() || meta.len() > MAX_RESULTS {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("not a regular file of at most {MAX_RESULTS} bytes"),
+        ));
+    }
+    let mut bytes = Vec::new();
+    f.take(MAX_RESULTS).read_to_end(&mut bytes)?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// End a torn last line (a crash inside a write) so the next line starts on its own.

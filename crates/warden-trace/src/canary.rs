@@ -64,8 +64,10 @@ pub const FRAGMENT: usize = 12;
 const PREFIX: usize = 4;
 /// Bytes of a decoded view (percent-decoded, unescaped, decompressed), at most.
 pub const MAX_VIEW: usize = 1 << 20;
-/// Decompression attempts per scan, at most.
+/// Streams inflated per scan, at most.
 pub const MAX_INFLATES: usize = 8;
+/// Compression headers tried per scan, at most (a failed try costs a few bytes' work).
+const MAX_CANDIDATES: usize = 4096;
 
 /// One canary found in some bytes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -176,6 +178,16 @@ impl Grams {
     }
 }
 
+/// How many characters at the start of a canary may be a fixed prefix (`ghp_`, `AKIA`,
+/// `sk-ant-api03-`): at least [`PREFIX`], and up to the last `-` or `_` among its first 16.
+fn fixed_prefix(value: &[u8]) -> usize {
+    value
+        .iter()
+        .take(16)
+        .rposition(|b| matches!(b, b'-' | b'_'))
+        .map_or(PREFIX, |i| (i + 1).max(PREFIX))
+}
+
 /// The XOR of each byte of `bytes` with the next.
 fn delta(bytes: &[u8]) -> Vec<u8> {
     bytes.windows(2).map(|w| w[0] ^ w[1]).collect()
@@ -251,8 +263,9 @@ impl Canaries {
             folded.push((v.to_vec(), i, Form::Case));
             let reversed: Vec<u8> = v.iter().rev().copied().collect();
             folded.push((reversed.clone(), i, Form::Reversed));
-            if v.len() > PREFIX + FRAGMENT {
-                for start in PREFIX..=v.len() - FRAGMENT {
+            let prefix = fixed_prefix(v);
+            if v.len() > prefix + FRAGMENT {
+                for start in prefix..=v.len() - FRAGMENT {
                     grams.add(&v[start..start + FRAGMENT], i);
                     let r_start = v.len() - start - FRAGMENT;
                     grams.add(&reversed[r_start..r_start + FRAGMENT], i);
@@ -339,7 +352,14 @@ impl Canaries {
                 // The key: what turns the canary's first byte into the one found. No key is the
                 // plain form, and 0x20 only changes letters' case (found as such).
                 let key = bytes[m.start()] ^ self.list[i].value.as_bytes()[0];
-                if key != 0 && key != 0x20 && !out.contains(&(i, Form::Xor)) {
+                // 0x20 changes the case of letters but not of digits or `_`: a plain change of
+                // case is found as such, anything else as XOR.
+                let value = self.list[i].value.as_bytes();
+                let window = bytes
+                    .get(m.start()..m.start() + value.len())
+                    .unwrap_or_default();
+                let only_case = key == 0x20 && window.eq_ignore_ascii_case(value);
+                if key != 0 && !only_case && !out.contains(&(i, Form::Xor)) {
                     out.push((i, Form::Xor));
                 }
             }
@@ -389,18 +409,21 @@ fn views(bytes: &[u8]) -> Vec<(Vec<u8>, Form)> {
     if has(b"\\u") || has(b"\\x") {
         out.push((unescape(bytes), Form::Escaped));
     }
-    let mut starts: Vec<(usize, bool)> = Vec::new();
-    for (i, w) in bytes.windows(2).enumerate() {
+    // Every header is tried (a decoy `x^` — a valid zlib header in plain text — must not use
+    // up the budget), at most MAX_CANDIDATES of them; at most MAX_INFLATES streams that
+    // inflate to something are kept.
+    let mut inflated_streams = 0;
+    let mut candidates = 0;
+    for (at, w) in bytes.windows(2).enumerate() {
         let gzip = w == [0x1f, 0x8b];
         let zlib = w[0] == 0x78 && matches!(w[1], 0x01 | 0x5e | 0x9c | 0xda);
-        if gzip || zlib {
-            starts.push((i, gzip));
+        if !(gzip || zlib) {
+            continue;
         }
-        if starts.len() >= MAX_INFLATES {
+        candidates += 1;
+        if candidates > MAX_CANDIDATES || inflated_streams >= MAX_INFLATES {
             break;
         }
-    }
-    for (at, gzip) in starts {
         let data = &bytes[at..];
         let inflated = if gzip {
             inflate(flate2::read::MultiGzDecoder::new(data))
@@ -408,6 +431,7 @@ fn views(bytes: &[u8]) -> Vec<(Vec<u8>, Form)> {
             inflate(flate2::read::ZlibDecoder::new(data))
         };
         if !inflated.is_empty() {
+            inflated_streams += 1;
             out.push((inflated, Form::Compressed));
         }
     }
@@ -612,7 +636,8 @@ mod tests {
         let thrice = format!("{v} {v} {v}");
         let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
         z.write_all(thrice.as_bytes()).unwrap();
-        assert_eq!(form(&z.finish().unwrap()), Some(Form::Compressed));
+        let z_bytes = z.finish().unwrap();
+        assert_eq!(form(&z_bytes), Some(Form::Compressed));
         let mut d = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::best());
         d.write_all(thrice.as_bytes()).unwrap();
         let mut raw = b"POST /y HTTP/1.1\r\nContent-Encoding: deflate\r\n\r\n".to_vec();
@@ -624,6 +649,19 @@ mod tests {
         assert_eq!(form(&v.as_bytes()[5..16]), None);
         let ghp = &c.list()[0].value;
         assert!(c.find(&ghp.as_bytes()[..11]).is_empty());
+        // An outside review: 0x20 also changes digits, so it is XOR unless only letters moved;
+        // decoy zlib headers (`x^` is one, in plain text) do not use up the inflate budget; a
+        // long fixed prefix (`sk-ant-api03-`) is not a fragment of the secret.
+        let with_digits: Vec<u8> = v.bytes().map(|b| b ^ 0x20).collect();
+        if v.bytes().any(|b| b.is_ascii_digit()) {
+            assert_eq!(form(&with_digits), Some(Form::Xor));
+        }
+        let mut decoys = b"x^".repeat(64);
+        decoys.extend(&z_bytes);
+        assert_eq!(form(&decoys), Some(Form::Compressed));
+        assert_eq!(fixed_prefix(b"sk-ant-api03-AbCdEfGh"), 13);
+        assert_eq!(fixed_prefix(b"ghp_abc"), 4);
+        assert_eq!(fixed_prefix(b"AKIAXYZ"), 4);
     }
 
     proptest! {

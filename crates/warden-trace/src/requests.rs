@@ -28,6 +28,13 @@ pub enum FrameError {
     BadLength,
     /// Bytes that do not start like a request line.
     NotHttp,
+    /// A line that does not end in CRLF (a bare LF or CR), an obs-fold line, a header name
+    /// with white space, a second Host, or a transfer coding other than `chunked`: shapes on
+    /// which servers disagree about where a request ends, refused rather than guessed.
+    Ambiguous,
+    /// A request line that asks for another host through its target (`GET http://other/`,
+    /// `CONNECT`).
+    Target,
 }
 
 impl fmt::Display for FrameError {
@@ -37,6 +44,10 @@ impl fmt::Display for FrameError {
             FrameError::BadChunk => "a chunk size that is not hex",
             FrameError::BadLength => "a Content-Length that is not one number",
             FrameError::NotHttp => "bytes after a request that do not start a request",
+            FrameError::Ambiguous => {
+                "a request framed ambiguously (bare LF or CR, a folded or spaced header, two Hosts, a transfer coding other than chunked)"
+            }
+            FrameError::Target => "a request line that names its own host (absolute form or CONNECT)",
         })
     }
 }
@@ -49,8 +60,10 @@ enum State {
     Body(u64),
     /// Reading a chunk-size line.
     ChunkSize,
-    /// This many chunk bytes left, then its CRLF (`2` more bytes).
+    /// This many chunk bytes left.
     Chunk(u64),
+    /// The CRLF after a chunk's data (how much of it is read: 0 or 1).
+    ChunkEnd(u8),
     /// Reading trailer lines until an empty one.
     Trailer,
 }
@@ -69,37 +82,65 @@ impl Default for Requests {
     }
 }
 
-/// The `Host` of a head (its port dropped), if it has one.
-fn host_of(head: &[u8]) -> Option<String> {
+/// The host a head asks for: its request target's authority when the target is in absolute
+/// form (servers use that over `Host`), else its `Host` header (the port dropped), else `None`.
+/// Strict: every line of the head ends in CRLF, header names are tokens followed at once by
+/// `:`, no obs-fold, at most one Host, values trimmed of spaces and tabs only.
+fn parse_head(head: &[u8]) -> Result<(Option<String>, State), FrameError> {
+    // Every LF is preceded by CR, and every CR followed by LF.
+    for (i, b) in head.iter().enumerate() {
+        let bad = match b {
+            b'\n' => i == 0 || head[i - 1] != b'\r',
+            b'\r' => head.get(i + 1) != Some(&b'\n'),
+            _ => false,
+        };
+        if bad {
+            return Err(FrameError::Ambiguous);
+        }
+    }
     let text = String::from_utf8_lossy(head);
-    text.split("\r\n").skip(1).find_map(|l| {
-        let (k, v) = l.split_once(':')?;
-        k.trim().eq_ignore_ascii_case("host").then(|| {
-            let v = v.trim();
-            match v.rsplit_once(':') {
-                Some((name, port)) if port.chars().all(|c| c.is_ascii_digit()) => name.to_owned(),
-                _ => v.to_owned(),
-            }
-        })
-    })
-}
-
-/// How the body of `head` is framed.
-fn body_of(head: &[u8]) -> Result<State, FrameError> {
-    let text = String::from_utf8_lossy(head);
+    let mut lines = text.split("\r\n");
+    let request_line = lines.next().unwrap_or("");
+    let mut parts = request_line.split(' ');
+    let method = parts.next().unwrap_or("");
+    let target = parts.next().unwrap_or("");
+    if method.eq_ignore_ascii_case("CONNECT") {
+        return Err(FrameError::Target);
+    }
+    let authority = target
+        .split_once("://")
+        .map(|(_, rest)| rest.split(['/', '?', '#']).next().unwrap_or(""))
+        .map(|a| a.rsplit_once('@').map_or(a, |(_, h)| h));
+    let sp_tab = |c: char| c == ' ' || c == '\t';
+    let mut host: Option<String> = None;
     let mut length: Option<u64> = None;
     let mut chunked = false;
-    for l in text.split("\r\n").skip(1) {
-        let Some((k, v)) = l.split_once(':') else {
-            continue;
-        };
-        let (k, v) = (k.trim(), v.trim());
-        if k.eq_ignore_ascii_case("transfer-encoding") {
-            chunked |= v
-                .rsplit(',')
-                .next()
-                .is_some_and(|last| last.trim().eq_ignore_ascii_case("chunked"));
+    for l in lines.take_while(|l| !l.is_empty()) {
+        if l.starts_with(sp_tab) {
+            return Err(FrameError::Ambiguous);
+        }
+        let (k, v) = l.split_once(':').ok_or(FrameError::Ambiguous)?;
+        let token = !k.is_empty()
+            && k.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+        if !token {
+            return Err(FrameError::Ambiguous);
+        }
+        let v = v.trim_matches(sp_tab);
+        if k.eq_ignore_ascii_case("host") {
+            if host.is_some() {
+                return Err(FrameError::Ambiguous);
+            }
+            host = Some(strip_port(v).to_owned());
+        } else if k.eq_ignore_ascii_case("transfer-encoding") {
+            if !v.eq_ignore_ascii_case("chunked") {
+                return Err(FrameError::Ambiguous);
+            }
+            chunked = true;
         } else if k.eq_ignore_ascii_case("content-length") {
+            if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(FrameError::BadLength);
+            }
             let n: u64 = v.parse().map_err(|_| FrameError::BadLength)?;
             if length.is_some_and(|m| m != n) {
                 return Err(FrameError::BadLength);
@@ -107,11 +148,27 @@ fn body_of(head: &[u8]) -> Result<State, FrameError> {
             length = Some(n);
         }
     }
-    Ok(match (chunked, length) {
-        (true, _) => State::ChunkSize,
+    let state = match (chunked, length) {
+        (true, Some(_)) => return Err(FrameError::Ambiguous),
+        (true, None) => State::ChunkSize,
         (false, Some(n)) if n > 0 => State::Body(n),
         _ => State::Head,
-    })
+    };
+    let asked = match authority {
+        Some(a) => Some(strip_port(a).to_owned()),
+        None => host,
+    };
+    Ok((asked, state))
+}
+
+/// `host[:port]` without its port (an IPv6 literal keeps its brackets).
+fn strip_port(v: &str) -> &str {
+    match v.rsplit_once(':') {
+        Some((name, port)) if !name.ends_with(':') && port.chars().all(|c| c.is_ascii_digit()) => {
+            name
+        }
+        _ => v,
+    }
 }
 
 impl Requests {
@@ -142,8 +199,12 @@ impl Requests {
                     self.line.push(b);
                     if self.line.ends_with(b"\r\n\r\n") {
                         let head = std::mem::take(&mut self.line);
-                        heads.push(host_of(&head));
-                        self.state = body_of(&head)?;
+                        let (host, state) = parse_head(&head)?;
+                        heads.push(host);
+                        self.state = state;
+                    } else if self.line.ends_with(b"\n\n") || self.line.ends_with(b"\r\r") {
+                        // A head ended by bare LFs (or CRs): a server may take it as whole.
+                        return Err(FrameError::Ambiguous);
                     } else if self.line.len() > MAX_HEAD {
                         return Err(FrameError::HeadTooLong);
                     }
@@ -165,6 +226,12 @@ impl Requests {
                     if self.line.len() > MAX_LINE {
                         return Err(FrameError::BadChunk);
                     }
+                    let n = self.line.len();
+                    let lone_lf = b == b'\n' && (n < 2 || self.line[n - 2] != b'\r');
+                    let lone_cr = n >= 2 && self.line[n - 2] == b'\r' && b != b'\n';
+                    if lone_lf || lone_cr {
+                        return Err(FrameError::Ambiguous);
+                    }
                     if !self.line.ends_with(b"\r\n") {
                         continue;
                     }
@@ -177,13 +244,19 @@ impl Requests {
                         continue;
                     }
                     // Chunk extensions follow a `;`.
-                    let size = text.split(';').next().unwrap_or("").trim();
+                    let size = text
+                        .split(';')
+                        .next()
+                        .unwrap_or("")
+                        .trim_matches([' ', '\t']);
+                    if size.is_empty() || !size.bytes().all(|b| b.is_ascii_hexdigit()) {
+                        return Err(FrameError::BadChunk);
+                    }
                     let n = u64::from_str_radix(size, 16).map_err(|_| FrameError::BadChunk)?;
                     self.state = if n == 0 {
                         State::Trailer
                     } else {
-                        // The chunk, then its CRLF.
-                        State::Chunk(n.saturating_add(2))
+                        State::Chunk(n)
                     };
                 }
                 State::Chunk(n) => {
@@ -191,9 +264,18 @@ impl Requests {
                     bytes = &bytes[take..];
                     let left = n - take as u64;
                     self.state = if left == 0 {
-                        State::ChunkSize
+                        State::ChunkEnd(0)
                     } else {
                         State::Chunk(left)
+                    };
+                }
+                State::ChunkEnd(seen) => {
+                    let (b, rest) = (bytes[0], &bytes[1..]);
+                    bytes = rest;
+                    self.state = match (seen, b) {
+                        (0, b'\r') => State::ChunkEnd(1),
+                        (1, b'\n') => State::ChunkSize,
+                        _ => return Err(FrameError::Ambiguous),
                     };
                 }
             }
@@ -272,6 +354,73 @@ mod tests {
             "a".repeat(4096)
         );
         assert_eq!(hosts(&[url.as_bytes()]).unwrap(), vec![some("ok.test")]);
+    }
+
+    /// An outside review's desyncs: shapes on which a server may see another request than the
+    /// framer does are refused, and a target in absolute form is the host asked for.
+    #[test]
+    fn ambiguous_framing_is_refused() {
+        let refused = |bytes: &[u8], e: FrameError| {
+            assert_eq!(
+                hosts(&[bytes]),
+                Err(e.clone()),
+                "{:?}",
+                String::from_utf8_lossy(bytes)
+            );
+        };
+        // Bare LFs ending a head, or inside one.
+        refused(
+            b"GET / HTTP/1.1\r\nHost: ok.test\r\n\r\nGET /x HTTP/1.1\nHost: evil.test\n\n",
+            FrameError::Ambiguous,
+        );
+        refused(
+            b"GET / HTTP/1.1\r\nHost: ok.test\r\nX: y\n\nGET / HTTP/1.1\r\nHost: evil.test\r\n\r\n",
+            FrameError::Ambiguous,
+        );
+        // Obs-fold, a spaced header name, two Hosts, a coding other than chunked, CL with TE.
+        refused(
+            b"POST / HTTP/1.1\r\nHost: ok.test\r\nX: a\r\n Content-Length: 38\r\n\r\n",
+            FrameError::Ambiguous,
+        );
+        refused(
+            b"GET / HTTP/1.1\r\nHost : ok.test\r\n\r\n",
+            FrameError::Ambiguous,
+        );
+        refused(
+            b"GET / HTTP/1.1\r\nHost: ok.test\r\nHost: evil.test\r\n\r\n",
+            FrameError::Ambiguous,
+        );
+        refused(
+            b"POST / HTTP/1.1\r\nHost: ok.test\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+            FrameError::Ambiguous,
+        );
+        refused(b"POST / HTTP/1.1\r\nHost: ok.test\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n", FrameError::Ambiguous);
+        refused(
+            b"POST / HTTP/1.1\r\nHost: ok.test\r\nContent-Length: +3\r\n\r\n",
+            FrameError::BadLength,
+        );
+        // The CRLF after chunk data is checked; a chunk size is hex digits only.
+        refused(
+            b"POST / HTTP/1.1\r\nHost: ok.test\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nA\n40\r\n",
+            FrameError::Ambiguous,
+        );
+        refused(
+            b"POST / HTTP/1.1\r\nHost: ok.test\r\nTransfer-Encoding: chunked\r\n\r\n+5\r\n",
+            FrameError::BadChunk,
+        );
+        refused(
+            b"CONNECT evil.test:443 HTTP/1.1\r\nHost: ok.test\r\n\r\n",
+            FrameError::Target,
+        );
+        // An absolute-form target names the host the server will use.
+        assert_eq!(
+            hosts(&[b"GET http://evil.test/ HTTP/1.1\r\nHost: ok.test\r\n\r\n"]).unwrap(),
+            vec![some("evil.test")]
+        );
+        assert_eq!(
+            hosts(&[b"GET http://u@ok.test:8080/x?y HTTP/1.1\r\nHost: ok.test\r\n\r\n"]).unwrap(),
+            vec![some("ok.test")]
+        );
     }
 
     proptest::proptest! {

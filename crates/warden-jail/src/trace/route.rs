@@ -27,11 +27,13 @@ const NLM_F_REQUEST: u16 = 1;
 const RTA_DST: u16 = 1;
 
 /// The route types that deliver to the host itself (`RTN_LOCAL`, `RTN_BROADCAST`,
-/// `RTN_MULTICAST`), by name.
+/// `RTN_ANYCAST` — an IPv6 router's subnet-router anycast address, which no interface lists —
+/// and `RTN_MULTICAST`), by name.
 fn local_type(rtm_type: u8) -> Option<&'static str> {
     match rtm_type {
         2 => Some("local"),
         3 => Some("broadcast"),
+        4 => Some("anycast"),
         5 => Some("multicast"),
         _ => None,
     }
@@ -145,5 +147,6 @@ mod tests {
             Ok(None),
             "a unicast route is not local"
         );
+        assert_eq!(local_type(4), Some("anycast"));
     }
 }
