@@ -86,6 +86,12 @@ const GIT_PARTS: &[Entry] = &[
     entry("config.worktree", Kind::File, false),
     entry("hooks", Kind::Dir, true),
     entry("info", Kind::Dir, false),
+    // Git takes `config` and `hooks/` from the folder `commondir` names, for any git folder:
+    // protected when they exist. No placeholder: git refuses an empty `commondir` (it dies
+    // reading it), so a missing one cannot be pinned by an empty file; the file tools and a
+    // snapshot restore refuse to write one all the same (`touches`).
+    entry("commondir", Kind::File, false),
+    entry("gitdir", Kind::File, false),
 ];
 
 /// A placeholder created for a run, to be removed after it.
@@ -487,6 +493,9 @@ mod tests {
         assert!(t("./.mcp.json", false) && t(".vscode/tasks.json", false));
         assert!(t(".env.production", false) && t(".git/modules/lib/hooks/x", false));
         assert!(!t(".git/objects/ab/cd", false) && !t("src/main.rs", false));
+        // An outside review: git reads config and hooks from where `commondir` points.
+        assert!(t(".git/commondir", false) && t(".git/modules/lib/commondir", false));
+        assert!(t(".git/gitdir", false));
         assert!(!t(".environment", false));
         // Removing or renaming: .git itself, or a folder that holds a protected path.
         assert!(t(".git", true) && !t(".git/objects", true) && t(".git/modules", true));
