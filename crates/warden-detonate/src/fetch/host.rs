@@ -190,8 +190,16 @@ fn sweep() {
         if path.extension().is_some_and(|x| x == "lock") {
             continue;
         }
-        if warden_jail::abandoned::by_owner(&e, PREFIX, std::time::Duration::ZERO) && !held(&path) {
-            let _ = nix::mount::umount2(&path, nix::mount::MntFlags::MNT_DETACH);
+        // A link planted under this name is never followed (unmounted or removed through).
+        let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+        if is_dir
+            && warden_jail::abandoned::by_owner(&e, PREFIX, std::time::Duration::ZERO)
+            && !held(&path)
+        {
+            let _ = nix::mount::umount2(
+                &path,
+                nix::mount::MntFlags::MNT_DETACH | nix::mount::MntFlags::UMOUNT_NOFOLLOW,
+            );
             let _ = std::fs::remove_dir_all(&path);
             let _ = std::fs::remove_file(lock_path(&path));
         }

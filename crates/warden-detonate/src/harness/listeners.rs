@@ -9,13 +9,14 @@
 //! socket (its inode among the process's descriptors).
 //!
 //! Guarantees: reads `/proc` only; bounded (at most [`MAX_PROCESSES`] processes and
-//! [`MAX_FDS`] descriptors each are looked at); a process that exits meanwhile is skipped.
+//! [`MAX_FDS`] descriptors in all are looked at); a process that exits meanwhile is skipped.
 
 use std::collections::HashMap;
 
 /// Processes of the server's tree looked at, at most.
 const MAX_PROCESSES: usize = 4096;
-/// Descriptors of one process looked at, at most.
+/// Descriptors looked at per scan, over every process, at most (the scan repeats every
+/// 250 ms while stdio is unanswered).
 const MAX_FDS: usize = 65_536;
 
 /// A port the server's tree listens on.
@@ -94,11 +95,16 @@ pub fn of_server(init: u32) -> Vec<Listener> {
         return Vec::new();
     }
     let mut out: Vec<Listener> = Vec::new();
+    let mut looked = 0usize;
     for pid in tree(init) {
         let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
             continue;
         };
-        for fd in fds.flatten().take(MAX_FDS) {
+        for fd in fds.flatten() {
+            looked += 1;
+            if looked > MAX_FDS {
+                break;
+            }
             let Some(port) = std::fs::read_link(fd.path())
                 .ok()
                 .and_then(|l| socket_inode(&l))
