@@ -1,8 +1,8 @@
 //! The HTTP/1.x requests a client sends on one plaintext connection, found by their framing:
 //! each request head (up to its blank line), then its body by `Content-Length` or chunked
 //! transfer coding, then the next head. The egress forwarder feeds it every byte the program
-//! sends, so a request kept alive behind an allowed one (`Host: other.example`) is seen before
-//! a byte of it is forwarded.
+//! sends, so a request kept alive behind an allowed one (`Host: other.example`) is refused
+//! before the bytes that complete its head are forwarded.
 //!
 //! Guarantees: pure and bounded (a head longer than [`MAX_HEAD`] or a chunk-size line longer
 //! than [`MAX_LINE`] is an error, never buffered further); never panics on any input

@@ -7,8 +7,8 @@
 //! checked, with the port, against the policy's list ([`warden_trace::hosts`]); the program's
 //! first bytes must name that same host (the TLS SNI, or the HTTP `Host`), and on a plaintext
 //! HTTP connection so must every later request kept alive on it (found by its framing,
-//! [`warden_trace::requests`], before a byte of it is forwarded; a stream that cannot be framed
-//! is closed), so a shared front end cannot be asked for another site; inside TLS nothing after
+//! [`warden_trace::requests`], before the bytes that complete its head are forwarded; a stream
+//! that cannot be framed, or is framed ambiguously, is closed), so a shared front end cannot be asked for another site; inside TLS nothing after
 //! the ClientHello can be read without opening it, so a TLS connection is checked by its SNI
 //! alone; the name is resolved on the host as a fully qualified
 //! name, and an answer that is loopback, link-local, private (RFC 1918, CGNAT, unique-local),
