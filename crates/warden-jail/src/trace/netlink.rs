@@ -73,9 +73,8 @@ fn route_local_default(family: u8) -> Vec<u8> {
     body
 }
 
-/// Bring loopback up and make every IPv4 (and, when the namespace has IPv6, IPv6) address
-/// local to it. IPv4 failures are errors; IPv6 is best effort.
-pub fn capture_everything() -> Result<(), Errno> {
+/// A new rtnetlink socket, bound (the kernel picks its port id).
+pub(super) fn route_socket() -> Result<OwnedFd, Errno> {
     let sock = socket(
         AddressFamily::Netlink,
         SockType::Raw,
@@ -86,6 +85,13 @@ pub fn capture_everything() -> Result<(), Errno> {
         std::os::fd::AsRawFd::as_raw_fd(&sock),
         &NetlinkAddr::new(0, 0),
     )?;
+    Ok(sock)
+}
+
+/// Bring loopback up and make every IPv4 (and, when the namespace has IPv6, IPv6) address
+/// local to it. IPv4 failures are errors; IPv6 is best effort.
+pub fn capture_everything() -> Result<(), Errno> {
+    let sock = route_socket()?;
     // struct ifinfomsg: family, pad, type, index, flags, change.
     let up = u32::try_from(libc::IFF_UP).unwrap_or(1);
     let mut link = vec![0u8, 0, 0, 0];

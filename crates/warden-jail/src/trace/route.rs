@@ -13,10 +13,7 @@ use std::net::IpAddr;
 use std::os::fd::AsRawFd;
 
 use nix::errno::Errno;
-use nix::sys::socket::{
-    AddressFamily, MsgFlags, NetlinkAddr, SockFlag, SockProtocol, SockType, bind, recv, sendto,
-    setsockopt, socket, sockopt,
-};
+use nix::sys::socket::{MsgFlags, NetlinkAddr, recv, sendto, setsockopt, sockopt};
 use nix::sys::time::TimeVal;
 
 const RTM_NEWROUTE: u16 = 24;
@@ -97,14 +94,8 @@ pub fn delivered_locally(ip: IpAddr) -> Result<Option<&'static str>, Errno> {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
         v4 => v4,
     };
-    let sock = socket(
-        AddressFamily::Netlink,
-        SockType::Raw,
-        SockFlag::SOCK_CLOEXEC,
-        SockProtocol::NetlinkRoute,
-    )?;
+    let sock = super::netlink::route_socket()?;
     setsockopt(&sock, sockopt::ReceiveTimeout, &TimeVal::new(2, 0))?;
-    bind(sock.as_raw_fd(), &NetlinkAddr::new(0, 0))?;
     sendto(
         sock.as_raw_fd(),
         &request(ip, 1),

@@ -386,6 +386,17 @@ fn findings(fixture: &str, args: &[&str]) -> Vec<(String, String, String)> {
     finding_rows(&r, &[])
 }
 
+/// `unshare --net warden detonate --output json ARGS… TARGET` (a local folder or file): its
+/// report, with every evidence id checked.
+fn detonate_target(target: &str, args: &[&str]) -> Value {
+    let mut all = vec!["--net", warden_bin(), "detonate", "--output", "json"];
+    all.extend_from_slice(args);
+    all.push(target);
+    let r = json_of("unshare", &all);
+    evidence_exists(&r);
+    r
+}
+
 fn has(f: &[(String, String, String)], rule: &str, severity: &str, tool: &str) -> bool {
     f.iter()
         .any(|(r, s, t)| r == rule && s == severity && t == tool)
@@ -477,18 +488,7 @@ pub fn one_fixture_per_category() {
 #[test]
 pub fn a_local_packages_install_hook_runs_in_the_jail_and_is_judged() {
     let folder = fixtures().join("mcp/npm-hook").display().to_string();
-    let r = json_of(
-        "unshare",
-        &[
-            "--net",
-            warden_bin(),
-            "detonate",
-            "--output",
-            "json",
-            &folder,
-        ],
-    );
-    evidence_exists(&r);
+    let r = detonate_target(&folder, &[]);
     let f = finding_rows(&r, &[]);
     assert!(has(&f, "install-script", "medium", ""), "{f:?}");
     assert!(has(&f, "install-writes-outside", "medium", ""), "{f:?}");
@@ -759,18 +759,7 @@ pub fn honest_shapes_are_never_high() {
 #[test]
 pub fn an_install_that_writes_a_cache_is_not_high() {
     let folder = fixtures().join("mcp/npm-cache").display().to_string();
-    let r = json_of(
-        "unshare",
-        &[
-            "--net",
-            warden_bin(),
-            "detonate",
-            "--output",
-            "json",
-            &folder,
-        ],
-    );
-    evidence_exists(&r);
+    let r = detonate_target(&folder, &[]);
     let f = finding_rows(&r, &[]);
     assert!(has(&f, "install-script", "medium", ""), "{f:?}");
     assert!(
@@ -821,18 +810,7 @@ pub fn a_lone_file_is_not_blamed_for_its_neighbours() {
         "require('child_process').exec('id');\n",
     )
     .unwrap();
-    let r = json_of(
-        "unshare",
-        &[
-            "--net",
-            warden_bin(),
-            "detonate",
-            "--output",
-            "json",
-            "--no-payloads",
-            server.to_str().unwrap(),
-        ],
-    );
+    let r = detonate_target(server.to_str().unwrap(), &["--no-payloads"]);
     let context = r["scan"]["context"].as_array().unwrap();
     for f in context {
         let file = f["location"]["file"].as_str().unwrap_or("");
@@ -850,18 +828,7 @@ pub fn a_lone_file_is_not_blamed_for_its_neighbours() {
         ),
     )
     .unwrap();
-    let r = json_of(
-        "unshare",
-        &[
-            "--net",
-            warden_bin(),
-            "detonate",
-            "--output",
-            "json",
-            "--no-payloads",
-            server.to_str().unwrap(),
-        ],
-    );
+    let r = detonate_target(server.to_str().unwrap(), &["--no-payloads"]);
     let files: Vec<&str> = r["scan"]["context"]
         .as_array()
         .unwrap()

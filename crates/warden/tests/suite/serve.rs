@@ -206,6 +206,19 @@ impl Configured {
         }
     }
 
+    /// A server whose shared workspace lasts (`workspace_root` = `DIR/ws`, its folder
+    /// `DIR/ws/shared`), with `extra` settings.
+    fn lasting(extra: &str) -> Configured {
+        Configured::start(|dir| {
+            let root = dir.join("ws");
+            std::fs::create_dir_all(&root).unwrap();
+            format!(
+                "workspace_root = '{}'\nshared_workspace = true\n{extra}",
+                root.display()
+            )
+        })
+    }
+
     /// `tools/call` with `args` (a JSON object): the result as [`tool_result`] shapes it.
     fn call(&mut self, args: &str) -> serde_json::Value {
         self.id += 1;
@@ -687,14 +700,7 @@ fn tool_result(v: &serde_json::Value) -> serde_json::Value {
 /// later are read-only to the file tools as to commands; `allow_protected` opens one.
 #[test]
 pub fn lasting_workspaces_keep_their_protected_paths() {
-    let mut s = Configured::start(|dir| {
-        let root = dir.join("ws");
-        std::fs::create_dir_all(&root).unwrap();
-        format!(
-            "workspace_root = '{}'\nshared_workspace = true\nallow_protected = ['.vscode']\n",
-            root.display()
-        )
-    });
+    let mut s = Configured::lasting("allow_protected = ['.vscode']\n");
     let mut call = |args: &str| s.call(args);
     let kind = |v: &serde_json::Value| v["error"]["kind"].as_str().unwrap_or("").to_owned();
     for path in [
@@ -737,14 +743,7 @@ pub fn lasting_workspaces_keep_their_protected_paths() {
 /// Protected paths are left as they are now, both ways, and the result lists them.
 #[test]
 pub fn a_restore_leaves_protected_paths_as_they_are_now() {
-    let mut s = Configured::start(|dir| {
-        let root = dir.join("ws");
-        std::fs::create_dir_all(&root).unwrap();
-        format!(
-            "workspace_root = '{}'\nshared_workspace = true\n",
-            root.display()
-        )
-    });
+    let mut s = Configured::lasting("");
     let shared = s.dir.path().join("ws/shared");
     // The operator's folder had a hook and an agent configuration when the snapshot was taken.
     std::fs::create_dir_all(shared.join(".git/hooks")).unwrap();
@@ -795,14 +794,7 @@ pub fn a_restore_leaves_protected_paths_as_they_are_now() {
 /// silently. Names now round-trip exactly; special files are listed as skipped.
 #[test]
 pub fn snapshots_keep_names_that_are_not_utf8() {
-    let mut s = Configured::start(|dir| {
-        let root = dir.join("ws");
-        std::fs::create_dir_all(&root).unwrap();
-        format!(
-            "workspace_root = '{}'\nshared_workspace = true\n",
-            root.display()
-        )
-    });
+    let mut s = Configured::lasting("");
     let mut call = |args: &str| s.call(args);
     let v = call(
         r#"{"name":"run_command","arguments":{"command":"printf one > \"$(printf 'x\\377')\"; printf two > \"$(printf 'x\\376')\"; ln -s \"$(printf 't\\375')\" link; mkfifo pipe"}}"#,

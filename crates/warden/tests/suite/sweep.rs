@@ -506,10 +506,7 @@ fn merge_refuses_a_slug_that_leaves_its_folder() {
     std::fs::write(victim.join("config.json"), "keep me").unwrap();
     let shard = tmp.path().join("a/b/shard");
     std::fs::create_dir_all(shard.join("reports")).unwrap();
-    let good = serde_json::json!({
-        "target": "npm:ok", "version": "1", "slug": "npm_ok-0123abcd", "verdict": "PASS",
-        "score": 0, "categories": [], "duration_ms": 1,
-    });
+    let good = outcome_line();
     let mut bad = good.clone();
     bad["target"] = "npm:evil".into();
     bad["slug"] = "../../../victim/config".into();
@@ -544,10 +541,7 @@ fn merge_into_the_same_folder_keeps_every_report() {
     let tmp = tempfile::tempdir().unwrap();
     let shard = tmp.path().join("shard");
     std::fs::create_dir_all(shard.join("reports")).unwrap();
-    let line = serde_json::json!({
-        "target": "npm:ok", "version": "1", "slug": "npm_ok-0123abcd", "verdict": "PASS",
-        "score": 0, "categories": [], "duration_ms": 1,
-    });
+    let line = outcome_line();
     std::fs::write(shard.join("results.jsonl"), format!("{line}\n")).unwrap();
     std::fs::write(
         shard.join("reports/npm_ok-0123abcd.json"),
@@ -556,10 +550,7 @@ fn merge_into_the_same_folder_keeps_every_report() {
     .unwrap();
     // The same folder, spelled another way.
     let other = format!("{}/./", shard.display());
-    let r = Command::new(the_binary())
-        .args(["sweep", "merge", shard.to_str().unwrap(), "--out", &other])
-        .output()
-        .unwrap();
+    let r = merge(&shard, &other);
     assert_eq!(
         r.status.code(),
         Some(0),
@@ -570,4 +561,20 @@ fn merge_into_the_same_folder_keeps_every_report() {
         std::fs::read_to_string(shard.join("reports/npm_ok-0123abcd.json")).unwrap(),
         "{\"verdict\":\"PASS\"}"
     );
+}
+
+/// A results line as a sweep writes it, for `npm:ok`.
+fn outcome_line() -> Value {
+    serde_json::json!({
+        "target": "npm:ok", "version": "1", "slug": "npm_ok-0123abcd", "verdict": "PASS",
+        "score": 0, "categories": [], "duration_ms": 1,
+    })
+}
+
+/// `warden sweep merge SHARD --out OUT`.
+fn merge(shard: &Path, out: &str) -> std::process::Output {
+    Command::new(the_binary())
+        .args(["sweep", "merge", shard.to_str().unwrap(), "--out", out])
+        .output()
+        .unwrap()
 }
