@@ -93,7 +93,7 @@ pub fn evidence_incomplete(events: &[Event]) -> Option<Value> {
     Some(json!({
         "events_dropped": dropped,
         "events_kept": events.len(),
-        "kept_whole": ["canary.seen", "sandbox.limit_hit", "sandbox.exited", "install.script", "mcp.*", "harness.payload"],
+        "kept_whole": warden_events::RESERVED_KINDS.iter().map(|k| name_of(*k)).collect::<Vec<_>>(),
     }))
 }
 

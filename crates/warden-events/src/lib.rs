@@ -12,7 +12,7 @@
 mod recorder;
 mod vocabulary;
 
-pub use recorder::{RESERVE, RESERVE_BYTES, Recorder, Window, reserved};
+pub use recorder::{RESERVE, RESERVE_BYTES, RESERVED_KINDS, Recorder, Window, reserved};
 
 /// Syscalls the C library and runtimes try on their own and fall back from when the sandbox
 /// refuses them with `ENOSYS` (threads try `clone3`, libuv tries io_uring, file APIs try

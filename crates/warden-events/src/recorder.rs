@@ -24,22 +24,24 @@ pub const RESERVE_BYTES: u64 = 16 << 20;
 /// that events were dropped. Every place that caps events (the tracer, the link that carries
 /// them to the caller) applies the same reserve.
 pub fn reserved(kind: EventKind) -> bool {
-    matches!(
-        kind,
-        EventKind::CanarySeen
-            | EventKind::SandboxLimitHit
-            | EventKind::SandboxExited
-            | EventKind::McpInitialize
-            | EventKind::McpToolList
-            | EventKind::McpToolCall
-            | EventKind::McpMetadataChanged
-            | EventKind::McpTiming
-            | EventKind::McpContent
-            | EventKind::McpBehaviourChanged
-            | EventKind::HarnessPayload
-            | EventKind::InstallScript
-    )
+    RESERVED_KINDS.contains(&kind)
 }
+
+/// The kinds [`reserved`] keeps past the caps, for reports that say what was kept whole.
+pub const RESERVED_KINDS: [EventKind; 12] = [
+    EventKind::CanarySeen,
+    EventKind::SandboxLimitHit,
+    EventKind::SandboxExited,
+    EventKind::McpInitialize,
+    EventKind::McpToolList,
+    EventKind::McpToolCall,
+    EventKind::McpMetadataChanged,
+    EventKind::McpTiming,
+    EventKind::McpContent,
+    EventKind::McpBehaviourChanged,
+    EventKind::HarnessPayload,
+    EventKind::InstallScript,
+];
 /// Bytes of event data kept or streamed per run, by default.
 pub const DEFAULT_MAX_BYTES: u64 = 64 << 20;
 
