@@ -47,6 +47,13 @@ pub struct Enforcement {
     pub wall_time: Vec<Mechanism>,
     /// CPU time of the tree.
     pub cpu_time: Vec<Mechanism>,
+    /// CPU rate of the tree (throttling); empty where no mechanism can throttle it.
+    #[serde(default)]
+    pub cpu_rate: Vec<Mechanism>,
+    /// How this process got its cgroup v2 place for run groups (`own group`, `inherited leaf`,
+    /// `leaf of our group`, `systemd scope NAME`), or why it has none.
+    #[serde(default)]
+    pub cgroup_v2: String,
     /// Memory of the tree.
     pub memory: Vec<Mechanism>,
     /// Process count.

@@ -135,6 +135,9 @@ pub struct Limits {
     pub wall_time_ms: u64,
     /// CPU time of the whole tree, in milliseconds.
     pub cpu_time_ms: u64,
+    /// CPU rate of the whole tree, in thousandths of a CPU (2000: two CPUs' worth), throttled by
+    /// cgroup v2 `cpu.max` where that controller is delegated.
+    pub cpu_rate_milli: u64,
     /// Memory of the whole tree, in bytes.
     pub memory_bytes: u64,
     /// Processes and threads alive at once.
@@ -154,6 +157,7 @@ impl Default for Limits {
         Limits {
             wall_time_ms: 300_000,
             cpu_time_ms: 300_000,
+            cpu_rate_milli: 2000,
             memory_bytes: 1 << 30,
             pids: 512,
             open_files: 1024,
@@ -344,6 +348,7 @@ impl Policy {
         for (name, v) in [
             ("wall_time_ms", l.wall_time_ms),
             ("cpu_time_ms", l.cpu_time_ms),
+            ("cpu_rate_milli", l.cpu_rate_milli),
             ("memory_bytes", l.memory_bytes),
             ("pids", l.pids),
             ("open_files", l.open_files),

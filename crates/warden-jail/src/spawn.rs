@@ -156,6 +156,8 @@ impl Jail {
         if req.argv.is_empty() && !req.deferred {
             return Err(JailError::BadCommand("empty command line"));
         }
+        // Before the first helper starts: it must start in our cgroup v2 leaf, if we take one.
+        crate::cgroup::establish();
         let helper = self.helper_now();
         let helper_err = |source| JailError::Helper {
             path: helper.clone(),
@@ -745,6 +747,15 @@ impl Running {
                 {
                     crate::procfs::say_weaker();
                 }
+                let by_cgroup = |m: &crate::Mechanism| {
+                    matches!(m, crate::Mechanism::CgroupV1 | crate::Mechanism::CgroupV2)
+                };
+                if nix::unistd::geteuid().is_root()
+                    && !(o.enforcement.memory.iter().any(by_cgroup)
+                        && o.enforcement.pids.iter().any(by_cgroup))
+                {
+                    crate::cgroup::warn_once_rlimits_only();
+                }
                 let cap =
                     u32::try_from(o.stdout_bytes.min(u64::from(u32::MAX))).unwrap_or(u32::MAX);
                 o.stdout = read_frame(&mut self.result, cap).unwrap_or_default();
@@ -856,6 +867,8 @@ impl Drop for Running {
 /// The helper's `main`: read the request on descriptor 3, supervise, answer on descriptor 4.
 /// Returns the helper's exit code.
 pub fn helper_main() -> i32 {
+    // Where run groups go was arranged by our caller; the helper only looks.
+    crate::cgroup::detect_only();
     // SAFETY: descriptors 3 and 4 were placed by `Jail::start` for us alone and nothing else in
     // this fresh process owns them.
     let (req_fd, res_fd) = unsafe {

@@ -218,6 +218,13 @@ enum Stop {
     Killed(Option<i32>),
 }
 
+/// The cgroup mechanism among `held` (null in JSON when only rlimits held the limit).
+fn by_cgroup(held: &[Mechanism]) -> Option<Mechanism> {
+    held.iter()
+        .copied()
+        .find(|m| matches!(m, Mechanism::CgroupV1 | Mechanism::CgroupV2))
+}
+
 fn limit_from_counters(c: &Counters, cpu_limit_ms: u64) -> Option<LimitKind> {
     if c.oom_kills > 0 {
         return Some(LimitKind::Memory);
@@ -257,6 +264,8 @@ pub fn supervise_with(
     observer: Observer<'_>,
 ) -> Result<Outcome, JailError> {
     req.policy.validate()?;
+    // While this process is still single-threaded (a helper only looks; its caller arranged).
+    crate::cgroup::establish();
     if req.deferred {
         if let Some(why) = crate::warm::unpreparable(&req.policy) {
             return Err(JailError::BadCommand(why));
@@ -705,12 +714,7 @@ fn hand_over(
         })?;
     }
     if ids.privileged && (cgroup.memory().is_none() || cgroup.pids().is_none()) {
-        tracing::warn!(
-            "no cgroup memory/pids controller available to Warden: only per-process rlimits \
-             limit this run (give it a writable cgroup file system: docker run \
-             --cgroupns=private -v /sys/fs/cgroup:/sys/fs/cgroup:rw, or a delegated cgroup v2 \
-             subtree)"
-        );
+        crate::cgroup::warn_once_rlimits_only();
     }
     let go = [
         u8::from(!cgroup.is_empty()),
@@ -1111,6 +1115,13 @@ fn finish(
                 "events_dropped": hub.dropped(),
                 "events_repeated": hub.repeated(),
                 "cpu_time_ms": counters.cpu_ns.map(|ns| ns / 1_000_000),
+                // Which mechanism held the tree's memory and process limits (null: only the
+                // per-process rlimits), and where cgroup v2 stood.
+                "limits_by": {
+                    "memory": by_cgroup(&enforcement.memory),
+                    "pids": by_cgroup(&enforcement.pids),
+                    "cgroup_v2": enforcement.cgroup_v2,
+                },
             });
             hub.record(EventKind::SandboxExited, None, data);
             hub.take()
@@ -1163,6 +1174,8 @@ fn enforcement(
     Enforcement {
         wall_time: vec![Mechanism::Supervisor],
         cpu_time: with(cg.cpu(), &[Mechanism::Rlimit]),
+        cpu_rate: cg.cpu_rate().into_iter().collect(),
+        cgroup_v2: crate::cgroup::establish().how.clone(),
         memory: cg.memory().map_or(vec![Mechanism::Rlimit], |m| vec![m]),
         pids: with(cg.pids(), &[Mechanism::Rlimit]),
         open_files: vec![Mechanism::Rlimit],

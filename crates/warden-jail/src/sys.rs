@@ -704,3 +704,31 @@ pub fn notif_fail(listener: BorrowedFd<'_>, id: u64, errno: i32) -> Result<(), E
     let ret = unsafe { libc::ioctl(listener.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_SEND, &resp) };
     unit_result(libc::c_long::from(ret))
 }
+
+/// Whether `path` carries extended attribute `name` (any value; a missing path or attribute,
+/// or a file system without them, is `false`).
+pub fn has_xattr(path: &std::path::Path, name: &std::ffi::CStr) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(path) = CString::new(path.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: both strings are NUL-terminated and live across the call; a NULL buffer of size 0
+    // only asks for the value's length, so nothing is written.
+    let ret = unsafe { libc::getxattr(path.as_ptr(), name.as_ptr(), std::ptr::null_mut(), 0) };
+    ret >= 0
+}
+
+/// Whether the running kernel's release is at least `major.minor` (false when unreadable).
+pub fn kernel_at_least(major: u32, minor: u32) -> bool {
+    let Ok(u) = nix::sys::utsname::uname() else {
+        return false;
+    };
+    let release = u.release().to_string_lossy().into_owned();
+    let mut parts = release
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse::<u32>().ok());
+    match (parts.next(), parts.next()) {
+        (Some(a), Some(b)) => (a, b) >= (major, minor),
+        _ => false,
+    }
+}

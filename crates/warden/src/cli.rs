@@ -303,6 +303,10 @@ pub struct RunArgs {
     /// CPU-time limit of the whole tree, e.g. 10, 1m.
     #[arg(long, value_name = "DURATION")]
     pub cpu: Option<String>,
+    /// CPU rate of the whole tree in CPUs, e.g. 0.5, 2 (throttled by cgroup v2 `cpu.max`;
+    /// default 2).
+    #[arg(long, value_name = "CPUS")]
+    pub cpus: Option<String>,
     /// Memory limit of the whole tree, e.g. 512M, 2G.
     #[arg(long, value_name = "SIZE")]
     pub memory: Option<String>,

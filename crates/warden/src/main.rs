@@ -50,6 +50,18 @@ fn main() -> ExitCode {
         )
         .without_time()
         .init();
+    // Before any thread or jail: where this process's jails get their cgroup v2 groups (it may
+    // move into a leaf of its group or a delegated systemd scope).
+    if matches!(
+        cli.command,
+        cli::Command::Run(_)
+            | cli::Command::Serve(_)
+            | cli::Command::Detonate(_)
+            | cli::Command::Sweep(_)
+    ) {
+        let how = &warden_jail::arrange_cgroups().how;
+        tracing::debug!(cgroup_v2 = %how, "cgroup delegation");
+    }
     match cli.command {
         cli::Command::Run(args) => run::main(*args),
         cli::Command::Serve(args) => serve::main(args),

@@ -52,6 +52,31 @@ fn bind(spec: &str, writable: bool) -> Result<Bind> {
     })
 }
 
+/// `--cpus`: a number of CPUs with at most three decimals (`0.5`, `2`), in thousandths.
+fn cpus_milli(text: &str) -> Result<u64> {
+    let bad = || anyhow::anyhow!("--cpus {text:?}: expected a number of CPUs such as 0.5 or 2");
+    let (whole, frac) = text.split_once('.').unwrap_or((text, ""));
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if whole.is_empty() && frac.is_empty() || !digits(whole) || !digits(frac) || frac.len() > 3 {
+        return Err(bad());
+    }
+    let whole: u64 = if whole.is_empty() {
+        0
+    } else {
+        whole.parse().map_err(|_| bad())?
+    };
+    let frac: u64 = format!("{frac:0<3}").parse().map_err(|_| bad())?;
+    let milli = whole
+        .checked_mul(1000)
+        .and_then(|w| w.checked_add(frac))
+        .ok_or_else(bad)?;
+    anyhow::ensure!(
+        (10..=4_096_000).contains(&milli),
+        "--cpus {text}: from 0.01 to 4096 CPUs"
+    );
+    Ok(milli)
+}
+
 /// Build the policy from the file and the flags.
 fn policy(args: &RunArgs) -> Result<Policy> {
     let mut p = match &args.policy {
@@ -64,6 +89,9 @@ fn policy(args: &RunArgs) -> Result<Policy> {
     }
     if let Some(t) = &args.cpu {
         l.cpu_time_ms = ms(t, "--cpu")?;
+    }
+    if let Some(c) = &args.cpus {
+        l.cpu_rate_milli = cpus_milli(c)?;
     }
     if let Some(s) = &args.memory {
         l.memory_bytes = size(s, "--memory")?;
@@ -215,4 +243,19 @@ fn run(args: &RunArgs) -> Result<i32> {
         );
     }
     Ok(outcome.shell_status())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpus_are_read_in_thousandths_and_nonsense_is_refused() {
+        assert_eq!(cpus_milli("0.5").unwrap(), 500);
+        assert_eq!(cpus_milli("2").unwrap(), 2000);
+        assert_eq!(cpus_milli(".25").unwrap(), 250);
+        for bad in ["", ".", "-1", "0.0001", "1e3", "0", "5000", "x", "1.2.3"] {
+            assert!(cpus_milli(bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -1,15 +1,35 @@
-//! A per-run cgroup for memory, process-count and CPU-time accounting.
+//! A per-run cgroup for memory, process-count and CPU limits and accounting.
 //!
-//! Each controller is taken from cgroup v2 when the unified hierarchy offers it to us (it is in
-//! our cgroup's `cgroup.controllers` and we can enable it for children), otherwise from the
+//! Each controller is taken from cgroup v2 when this process arranged a delegated place for run
+//! groups ([`delegate`]: our own leaf, a delegated unit, or a systemd scope), otherwise from the
 //! cgroup v1 hierarchy that mounts it, otherwise not at all (the rlimits set on the command
-//! remain the floor, and the outcome says so). The group is created beneath the supervisor's own
-//! cgroup and removed after the run; groups that killed supervisors left behind are removed by
-//! later runs (see `RunCgroup::sweep_stale`).
+//! remain the floor, and the outcome says so). The group is created beside the supervisor's
+//! leaf (v2) or beneath its own group (v1) and removed after the run; groups that killed
+//! supervisors left behind are removed by later runs (see `RunCgroup::sweep_stale`).
 //!
 //! Guarantees: limits are written before any sandboxed process joins; counters are read from the
-//! kernel's files. Not done: CPU bandwidth throttling (the CPU limit is a total, polled by the
-//! supervisor), I/O limits.
+//! kernel's files; on v2 the CPU rate is throttled by `cpu.max` besides the polled CPU-time
+//! total. Not done: I/O limits.
+
+mod delegate;
+mod systemd;
+
+pub(crate) use delegate::detect_only;
+pub use delegate::{Delegation, establish};
+
+/// Say once per process that a run's memory or process limit is held by rlimits alone, and
+/// why cgroup v2 could not be used.
+pub(crate) fn warn_once_rlimits_only() {
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    WARNED.call_once(|| {
+        tracing::warn!(
+            "no cgroup memory/pids controller available to Warden: only per-process rlimits \
+             limit runs (cgroup v2: {}; in a container give it a writable cgroup file system: \
+             docker run --cgroupns=private -v /sys/fs/cgroup:/sys/fs/cgroup:rw)",
+            establish().how
+        );
+    });
+}
 
 use std::fs;
 use std::io;
@@ -30,6 +50,10 @@ enum Controller {
 }
 
 impl Controller {
+    /// Every controller the jail uses, in the order they are enabled.
+    fn wanted() -> [Controller; 3] {
+        [Controller::Memory, Controller::Pids, Controller::Cpu]
+    }
     fn v1_name(self) -> &'static str {
         match self {
             Controller::Memory => "memory",
@@ -144,39 +168,20 @@ fn read_u64(dir: &Path, file: &str) -> Option<u64> {
     fs::read_to_string(dir.join(file)).ok()?.trim().parse().ok()
 }
 
-/// The v2 directory under which run groups with `wanted` controllers can be made, if any.
-fn v2_parent(mnt: &Path, wanted: &[Controller]) -> Option<(PathBuf, Vec<Controller>)> {
-    let own = own_path(|id, _| id == "0")?;
-    let dir = join_rel(mnt, Path::new("/"), &own);
-    let offered = fs::read_to_string(dir.join("cgroup.controllers")).ok()?;
-    let have: Vec<Controller> = wanted
-        .iter()
-        .copied()
-        .filter(|c| offered.split_whitespace().any(|o| o == c.v2_name()))
-        .collect();
-    if have.is_empty() {
-        return None;
-    }
-    let enable: Vec<String> = have.iter().map(|c| format!("+{}", c.v2_name())).collect();
-    // Fails (EBUSY) when our cgroup has processes and is not the root: then v2 is not usable.
-    write(&dir, "cgroup.subtree_control", &enable.join(" ")).ok()?;
-    Some((dir, have))
-}
-
 impl RunCgroup {
     /// Create the run's groups named `name` and write `limits` into them. Controllers that are
     /// unavailable (not mounted, not delegated, not root) are skipped.
     pub fn create(name: &str, limits: &Limits) -> RunCgroup {
         let mut run = RunCgroup::default();
         let h = hierarchies();
-        let all = [Controller::Memory, Controller::Pids, Controller::Cpu];
-        let mut missing: Vec<Controller> = all.to_vec();
-        if let Some((parent, have)) = h.v2.as_deref().and_then(|m| v2_parent(m, &all)) {
-            RunCgroup::sweep_stale(&parent, STALE_AFTER);
+        let mut missing: Vec<Controller> = Controller::wanted().to_vec();
+        let delegation = establish();
+        if let Some(parent) = &delegation.base {
+            RunCgroup::sweep_stale(parent, STALE_AFTER);
             let dir = parent.join(name);
             if fs::create_dir(&dir).is_ok() {
                 run.created.push(dir.clone());
-                for c in have {
+                for &c in &delegation.controllers {
                     if run.configure(c, true, &dir, limits).is_ok() {
                         missing.retain(|m| *m != c);
                     }
@@ -218,7 +223,12 @@ impl RunCgroup {
                 );
             }
             (Controller::Pids, _) => write(dir, "pids.max", &l.pids.to_string())?,
-            (Controller::Cpu, _) => {}
+            (Controller::Cpu, true) => {
+                // A period of 100 ms; the quota is the allowed share of it.
+                let quota = l.cpu_rate_milli.saturating_mul(100);
+                write(dir, "cpu.max", &format!("{quota} 100000"))?;
+            }
+            (Controller::Cpu, false) => {}
         }
         self.groups.push(Group {
             controller: c,
@@ -294,6 +304,13 @@ impl RunCgroup {
     /// Mechanism for CPU accounting.
     pub fn cpu(&self) -> Option<Mechanism> {
         self.mechanism(Controller::Cpu)
+    }
+    /// Mechanism throttling the CPU rate (`cpu.max`, cgroup v2 only).
+    pub fn cpu_rate(&self) -> Option<Mechanism> {
+        self.groups
+            .iter()
+            .any(|g| g.controller == Controller::Cpu && g.v2)
+            .then_some(Mechanism::CgroupV2)
     }
     /// Whether any group exists.
     pub fn is_empty(&self) -> bool {
