@@ -78,8 +78,22 @@ impl Drop for Observation {
     }
 }
 
-/// Shared tools are kept under this directory.
-const SHARED: &str = "/run/warden";
+/// Shared tools are kept under the first of these directories on a file system that allows
+/// executable mappings (the interposer is a shared library: on a `noexec` mount, as systemd
+/// hosts mount `/run`, the loader cannot map it and ignores it).
+const SHARED: [&str; 2] = ["/run/warden", "/var/lib/warden"];
+
+/// Whether files under `path` (or its nearest existing ancestor) can be mapped executable.
+fn executable_fs(path: &Path) -> bool {
+    let mut at = Some(path);
+    while let Some(p) = at {
+        if let Ok(st) = nix::sys::statvfs::statvfs(p) {
+            return !st.flags().contains(nix::sys::statvfs::FsFlags::ST_NOEXEC);
+        }
+        at = p.parent();
+    }
+    false
+}
 
 /// A short digest of the tools' contents, so a new Warden never reuses an old directory.
 fn digest() -> String {
@@ -130,7 +144,7 @@ fn fill_tools(dir: &Path) -> Result<(), JailError> {
 
 /// The shared tools directory, created on first use; `None` when it cannot be used.
 fn shared_tools() -> Option<PathBuf> {
-    let root = Path::new(SHARED);
+    let root = Path::new(SHARED.into_iter().find(|r| executable_fs(Path::new(r)))?);
     if !root.exists() {
         let _ = std::fs::DirBuilder::new().mode(0o755).create(root);
     }
@@ -181,6 +195,14 @@ pub fn prepare(policy: &mut Policy) -> Result<Option<Observation>, JailError> {
             let d = dir.insert(own_dir()?);
             let t = d.path().join("tools");
             fill_tools(&t)?;
+            if !executable_fs(&t) {
+                tracing::warn!(
+                    "the tracer's environment interposer is on a noexec file system ({}): \
+                     environment reads are not recorded (give Warden /run/warden or \
+                     /var/lib/warden on an exec mount)",
+                    t.display()
+                );
+            }
             t
         }
     };
@@ -227,6 +249,10 @@ pub fn prepare(policy: &mut Policy) -> Result<Option<Observation>, JailError> {
                 mkdir(parent, 0o700)?;
             }
             write(&path, f.contents.as_bytes(), f.mode)?;
+        }
+        if home_mount.is_some() {
+            crate::idmap::give_tmpfs_to_jail_user(&home, policy.uid, policy.gid)
+                .map_err(|e| fail("handing the decoy home to the jail's user", &e))?;
         }
         policy.binds.push(Bind {
             source: home,
