@@ -155,3 +155,36 @@ pub fn idmap_userns(plan: &IdPlan, owner: (u32, u32)) -> Result<OwnedFd, Errno> 
     let _ = nix::sys::wait::waitpid(child, None);
     result
 }
+
+/// Whether this kernel can id-map a tmpfs (Linux 6.3 and later). Before, a writable bind of a
+/// tmpfs cannot be id-mapped, and the jail's user must own it outright.
+pub fn tmpfs_can_idmap() -> bool {
+    static CAN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *CAN.get_or_init(|| crate::sys::kernel_at_least(6, 3))
+}
+
+/// Hand `dir` (a tmpfs Warden made for its jails) and everything in it to the jail's user
+/// (`uid`:`gid` inside) by ownership, where the kernel cannot id-map a tmpfs and we are root;
+/// nothing otherwise. A writable bind of a folder its jail user already owns needs no id map.
+pub fn give_tmpfs_to_jail_user(dir: &std::path::Path, uid: u32, gid: u32) -> std::io::Result<()> {
+    if tmpfs_can_idmap() {
+        return Ok(());
+    }
+    let p = plan(uid, gid);
+    if !p.privileged {
+        return Ok(());
+    }
+    chown_tree(dir, p.host_uid, p.host_gid, 0)
+}
+
+fn chown_tree(path: &std::path::Path, uid: u32, gid: u32, depth: u32) -> std::io::Result<()> {
+    // Warden's own small trees (a decoy home, a fresh workspace): links are never followed.
+    std::os::unix::fs::lchown(path, Some(uid), Some(gid))?;
+    let meta = fs::symlink_metadata(path)?;
+    if meta.is_dir() && depth < 64 {
+        for entry in fs::read_dir(path)? {
+            chown_tree(&entry?.path(), uid, gid, depth + 1)?;
+        }
+    }
+    Ok(())
+}

@@ -112,8 +112,25 @@ impl Prepared {
         if let Some(ids) = idmap {
             let ns = idmap::idmap_userns(ids, (st.st_uid, st.st_gid))
                 .map_err(|e| fail(format!("id map for {src}"), e))?;
-            sys::mount_setattr(fd.as_fd(), sys::MOUNT_ATTR_IDMAP, 0, Some(ns.as_fd()))
-                .map_err(|e| fail(format!("id-mapping {src}"), e))?;
+            match sys::mount_setattr(fd.as_fd(), sys::MOUNT_ATTR_IDMAP, 0, Some(ns.as_fd())) {
+                Ok(()) => {}
+                // The file system cannot be id-mapped on this kernel (a tmpfs before Linux
+                // 6.3): a folder the jail's user already owns on the host needs no map.
+                Err(Errno::EINVAL) if (st.st_uid, st.st_gid) == (ids.host_uid, ids.host_gid) => {}
+                Err(Errno::EINVAL) => {
+                    return Err(SetupFailure::errno(
+                        Stage::Mounts,
+                        format!(
+                            "{src} is on a file system this kernel cannot id-map (a tmpfs needs \
+                             Linux 6.3): put it on ext4, xfs or btrfs, or make it owned by \
+                             {}:{}, the jail user's host ids",
+                            ids.host_uid, ids.host_gid
+                        ),
+                        Errno::EINVAL,
+                    ));
+                }
+                Err(e) => return Err(fail(format!("id-mapping {src}"), e)),
+            }
         }
         let dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
         self.entries.push(Entry {

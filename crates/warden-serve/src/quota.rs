@@ -46,7 +46,14 @@ pub(crate) fn limit(dir: &Path, bytes: u64, image_dir: Option<&Path>) -> Backing
         }
     }
     match tmpfs(dir, bytes) {
-        Ok(()) => Backing::Tmpfs,
+        Ok(()) => {
+            // Before Linux 6.3 a tmpfs cannot be id-mapped: the jail's user owns it instead.
+            let jail = warden_jail::Policy::default();
+            if let Err(e) = warden_jail::give_tmpfs_to_jail_user(dir, jail.uid, jail.gid) {
+                tracing::warn!("the session's workspace is not the jail user's: {e}");
+            }
+            Backing::Tmpfs
+        }
         Err(e) => {
             tracing::warn!(
                 "no disk quota for the session's workspace ({}): it is a plain folder",

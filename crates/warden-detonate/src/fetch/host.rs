@@ -233,6 +233,10 @@ pub(super) fn workspace() -> Result<tempfile::TempDir> {
             let private = nix::mount::MsFlags::MS_PRIVATE;
             let none = None::<&str>;
             let _ = nix::mount::mount(none, dir.path(), none, private, none);
+            // Before Linux 6.3 a tmpfs cannot be id-mapped: the jail's user owns it instead.
+            let jail = warden_jail::Policy::default();
+            warden_jail::give_tmpfs_to_jail_user(dir.path(), jail.uid, jail.gid)
+                .context("handing the package folder to the jail's user")?;
         }
         Err(e) => tracing::warn!(error = %e, "the package workspace is not size-limited"),
     }
