@@ -405,6 +405,7 @@ mod tests {
             verdict: warden_events::Verdict::High,
             why: None,
             evidence_incomplete: None,
+            limits_unenforced: None,
             score: 66,
             duration_ms: 1,
             findings: vec![finding],

@@ -151,6 +151,7 @@ pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_ru
         verdict: phases::verdict::verdict(score, inconclusive.as_ref()),
         why: inconclusive,
         evidence_incomplete: report::evidence_incomplete(&observed.events),
+        limits_unenforced: report::limits_unenforced(&observed.events),
         score,
         duration_ms: u64::try_from(begun.elapsed().as_millis()).unwrap_or(u64::MAX),
         findings,

@@ -83,6 +83,7 @@ pub fn probe(
         verdict: phases::verdict::verdict(score, why.as_ref()),
         why,
         evidence_incomplete: None,
+        limits_unenforced: None,
         score,
         duration_ms: u64::try_from(begun.elapsed().as_millis()).unwrap_or(u64::MAX),
         findings,

@@ -24,6 +24,11 @@ pub struct Report {
     /// (less sure, never more severe).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub evidence_incomplete: Option<Value>,
+    /// Set when a run of the server had its memory or process limit held by per-process
+    /// rlimits only (no cgroup controller): a hog may then stay below every limit that would
+    /// have stopped it, so `resource_abuse` evidence is weaker. Says which and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limits_unenforced: Option<Value>,
     /// 0–100.
     pub score: u32,
     /// Wall time of the whole detonation.
@@ -95,6 +100,29 @@ pub fn evidence_incomplete(events: &[Event]) -> Option<Value> {
         "events_kept": events.len(),
         "kept_whole": warden_events::RESERVED_KINDS.iter().map(|k| name_of(*k)).collect::<Vec<_>>(),
     }))
+}
+
+/// `limits_unenforced` for `events`: the tree limits that some run of the server held by
+/// rlimits alone (its `sandbox.exited` says no cgroup held them), and why; `None` otherwise.
+pub fn limits_unenforced(events: &[Event]) -> Option<Value> {
+    let mut missing = std::collections::BTreeSet::new();
+    let mut why = None;
+    for e in events
+        .iter()
+        .filter(|e| e.kind == warden_events::EventKind::SandboxExited)
+    {
+        let by = &e.data["limits_by"];
+        if !by.is_object() {
+            continue;
+        }
+        for limit in ["memory", "pids"] {
+            if by[limit].is_null() {
+                missing.insert(limit);
+                why = by["cgroup_v2"].as_str().map(str::to_owned);
+            }
+        }
+    }
+    (!missing.is_empty()).then(|| json!({ "limits": missing, "cgroup_v2": why }))
 }
 
 /// The name a vocabulary value (kind, severity, verdict, category) has in reports.
@@ -232,6 +260,15 @@ impl Report {
                 ),
             );
         }
+        if let Some(gap) = &self.limits_unenforced {
+            lines.insert(
+                1,
+                format!(
+                    "LIMITS UNENFORCED: {} held by per-process rlimits only (no cgroup: {}); a resource hog may pass below them",
+                    gap["limits"], gap["cgroup_v2"]
+                ),
+            );
+        }
         if let Some(s) = &self.scan {
             let check = &s["vulnerability_check"];
             lines.push(format!(
@@ -340,6 +377,34 @@ impl Report {
 mod tests {
     use super::*;
     use warden_events::Category;
+
+    fn exited(limits_by: Value) -> Event {
+        Event {
+            id: 1,
+            t_ms: 0,
+            kind: warden_events::EventKind::SandboxExited,
+            pid: None,
+            triggered_by: None,
+            data: json!({ "exit_code": 0, "limits_by": limits_by }),
+        }
+    }
+
+    #[test]
+    fn limits_held_by_rlimits_alone_are_named_with_the_reason() {
+        let held = exited(json!({ "memory": "cgroup_v2", "pids": "cgroup_v2", "cgroup_v2": "x" }));
+        assert_eq!(limits_unenforced(&[held.clone()]), None);
+        let gap = exited(json!({ "memory": null, "pids": "cgroup_v1", "cgroup_v2": "not root" }));
+        assert_eq!(
+            limits_unenforced(&[held, gap]),
+            Some(json!({ "limits": ["memory"], "cgroup_v2": "not root" }))
+        );
+        // An older sandbox that does not say is not taken for a gap.
+        let silent = Event {
+            data: json!({ "exit_code": 0 }),
+            ..exited(Value::Null)
+        };
+        assert_eq!(limits_unenforced(&[silent]), None);
+    }
 
     fn f(s: Severity) -> Finding {
         Finding {
