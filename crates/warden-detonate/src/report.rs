@@ -392,7 +392,7 @@ mod tests {
     #[test]
     fn limits_held_by_rlimits_alone_are_named_with_the_reason() {
         let held = exited(json!({ "memory": "cgroup_v2", "pids": "cgroup_v2", "cgroup_v2": "x" }));
-        assert_eq!(limits_unenforced(&[held.clone()]), None);
+        assert_eq!(limits_unenforced(std::slice::from_ref(&held)), None);
         let gap = exited(json!({ "memory": null, "pids": "cgroup_v1", "cgroup_v2": "not root" }));
         assert_eq!(
             limits_unenforced(&[held, gap]),

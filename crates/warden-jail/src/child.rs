@@ -95,6 +95,7 @@ fn prepare(launch: &mut Launch) -> Result<(), SetupFailure> {
         .map_err(|e| SetupFailure::errno(Stage::Namespaces, "parent-death signal", e))?;
     let ll = crate::landlock::restrict(launch.landlock.take(), launch.policy.landlock)?;
     report(&launch.status, &StatusMessage::Landlock(ll));
+    report(&launch.status, &StatusMessage::Root(launch.prepared.root));
     // A prepared jail's command line is still to come on the sync socket.
     let mut keep = vec![launch.status.as_raw_fd()];
     if launch.deferred {

@@ -96,8 +96,16 @@ fn setup(launch: &mut Launch) -> Result<(), SetupFailure> {
     nix::sys::prctl::set_pdeathsig(Some(Signal::SIGKILL))
         .map_err(|e| ns("setting the parent-death signal", e))?;
     nix::unistd::sethostname(&launch.policy.hostname).map_err(|e| ns("sethostname", e))?;
-    sys::loopback_up()
-        .map_err(|e| SetupFailure::errno(Stage::Network, "bringing loopback up", e))?;
+    sys::loopback_up().map_err(|e| {
+        let detail = if e == nix::errno::Errno::ENOTTY {
+            // Measured under gVisor (runsc): its network stack refuses the interface ioctl.
+            "bringing loopback up: the kernel does not support the interface ioctl (an \
+                 emulated kernel such as gVisor's; run Warden on a Linux kernel)"
+        } else {
+            "bringing loopback up"
+        };
+        SetupFailure::errno(Stage::Network, detail, e)
+    })?;
     let system = mounts::prepare_system(&launch.policy)?;
     let lists = mounts::stage_system(system, &launch.policy)?;
     // Meanwhile the supervisor cloned the policy's own paths.

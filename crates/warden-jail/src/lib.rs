@@ -45,6 +45,7 @@ pub mod warm;
 pub use cgroup::{Delegation, establish as arrange_cgroups};
 pub use error::{JailError, SetupFailure, Stage};
 pub use idmap::{give_tmpfs_to_jail_user, tmpfs_can_idmap};
+pub use mounts::RootSwitch;
 pub use outcome::{Enforcement, LandlockReport, LimitKind, Mechanism, Outcome, Usage};
 pub use policy::{Bind, LandlockMode, Limits, NetworkMode, Policy, PolicyError, Tmpfs};
 pub use spawn::{

@@ -70,6 +70,8 @@ pub struct Prepared {
     pub writable: Vec<PathBuf>,
     /// Where `/proc` comes from (a handed procfs is one of the entries, at `/proc`).
     pub proc: ProcSource,
+    /// How the root was switched (set once the root is in place).
+    pub root: RootSwitch,
 }
 
 fn fail(detail: String, e: Errno) -> SetupFailure {
@@ -121,9 +123,10 @@ impl Prepared {
                     return Err(SetupFailure::errno(
                         Stage::Mounts,
                         format!(
-                            "{src} is on a file system this kernel cannot id-map (a tmpfs needs \
-                             Linux 6.3): put it on ext4, xfs or btrfs, or make it owned by \
-                             {}:{}, the jail user's host ids",
+                            "{src} is on a file system this kernel cannot id-map (overlayfs, \
+                             as a container's root is; a tmpfs before Linux 6.3): put it on \
+                             ext4, xfs or btrfs (a volume), or make it owned by {}:{}, the jail \
+                             user's host ids",
                             ids.host_uid, ids.host_gid
                         ),
                         Errno::EINVAL,
@@ -232,6 +235,7 @@ impl Prepared {
             readable: h.readable,
             writable: h.writable,
             proc: h.proc,
+            root: RootSwitch::default(),
         })
     }
 }
@@ -478,6 +482,7 @@ pub fn stage_system(system: Prepared, policy: &Policy) -> Result<Prepared, Setup
         readable: system.readable,
         writable: system.writable,
         proc: ProcSource::Fresh,
+        root: RootSwitch::default(),
     };
     let private = MsFlags::MS_REC | MsFlags::MS_PRIVATE;
     mount(None::<&str>, "/", None::<&str>, private, None::<&str>)
@@ -569,7 +574,7 @@ pub fn finish_root(
     for sub in ["sys", "sysrq-trigger", "irq", "bus", "fs"] {
         bind_readonly(&proc_dir.join(sub))?;
     }
-    pivot(&root)?;
+    lists.root = pivot(&root)?;
     Ok(lists)
 }
 
@@ -592,10 +597,45 @@ fn mount_proc(at: &Path, source: ProcSource) -> Result<(), SetupFailure> {
     }
 }
 
-fn pivot(root: &Path) -> Result<(), SetupFailure> {
+/// How the jail's root became `/`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RootSwitch {
+    /// `pivot_root`, then the old root detached: nothing of the host's tree is left beneath.
+    #[default]
+    PivotRoot,
+    /// The new root moved over the old one and `chroot` into it, where a container runtime's
+    /// seccomp profile refuses `pivot_root` (Docker's and containerd's do, even with
+    /// `CAP_SYS_ADMIN`), as runc's no-pivot mode does. The old root stays beneath, out of
+    /// reach: the command holds no capability (`CAP_SYS_CHROOT` included), has no descriptor
+    /// from outside, and the jail's filter refuses `chroot`, `pivot_root` and every mount call.
+    MoveChroot,
+}
+
+fn pivot(root: &Path) -> Result<RootSwitch, SetupFailure> {
     nix::unistd::chdir(root).map_err(|e| fail("chdir to the new root".into(), e))?;
-    nix::unistd::pivot_root(".", ".").map_err(|e| fail("pivot_root".into(), e))?;
-    umount2(".", MntFlags::MNT_DETACH).map_err(|e| fail("detaching the old root".into(), e))?;
+    let switch = match nix::unistd::pivot_root(".", ".") {
+        Ok(()) => {
+            umount2(".", MntFlags::MNT_DETACH)
+                .map_err(|e| fail("detaching the old root".into(), e))?;
+            RootSwitch::PivotRoot
+        }
+        Err(Errno::EPERM) => {
+            mount(Some("."), "/", None::<&str>, MsFlags::MS_MOVE, None::<&str>)
+                .map_err(|e| fail("pivot_root refused; moving the new root over /".into(), e))?;
+            nix::unistd::chroot(".").map_err(|e| {
+                fail(
+                    "pivot_root refused (a container runtime's seccomp profile refuses it), and \
+                     chroot too: give the container CAP_SYS_CHROOT (in Docker's default set; \
+                     the runtime's profile allows chroot with it)"
+                        .into(),
+                    e,
+                )
+            })?;
+            RootSwitch::MoveChroot
+        }
+        Err(e) => return Err(fail("pivot_root".into(), e)),
+    };
     nix::unistd::chdir("/").map_err(|e| fail("chdir /".into(), e))?;
     let ro = MsFlags::MS_BIND
         | MsFlags::MS_REMOUNT
@@ -604,5 +644,6 @@ fn pivot(root: &Path) -> Result<(), SetupFailure> {
         | MsFlags::MS_NODEV;
     mount(None::<&str>, "/", None::<&str>, ro, None::<&str>)
         .map_err(|e| fail("making / read-only".into(), e))?;
-    nix::unistd::chdir(WORKSPACE_MOUNT).map_err(|e| fail("chdir /workspace".into(), e))
+    nix::unistd::chdir(WORKSPACE_MOUNT).map_err(|e| fail("chdir /workspace".into(), e))?;
+    Ok(switch)
 }

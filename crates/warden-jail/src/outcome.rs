@@ -79,6 +79,10 @@ pub struct Enforcement {
     /// read-only: a weaker view).
     #[serde(default)]
     pub proc: crate::procfs::ProcSource,
+    /// How the jail's root was switched: `pivot_root` (nothing of the host's tree beneath), or
+    /// `move_chroot` where a container runtime's seccomp profile refuses `pivot_root`.
+    #[serde(default)]
+    pub root: crate::mounts::RootSwitch,
 }
 
 /// How far Landlock got.

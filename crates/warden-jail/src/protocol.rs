@@ -48,6 +48,8 @@ pub enum StatusMessage {
     Failed(SetupFailure),
     /// Landlock was applied at this level (sent by the command just before exec).
     Landlock(LandlockReport),
+    /// How the jail's root was switched (sent with the Landlock report).
+    Root(crate::mounts::RootSwitch),
     /// The command ended.
     Exited {
         /// Exit code.

@@ -1053,15 +1053,18 @@ fn finish(
     };
     let mut exit: Option<(Option<i32>, Option<i32>)> = None;
     let mut failure: Option<SetupFailure> = None;
+    let mut root = crate::mounts::RootSwitch::default();
     for msg in read_status(&r.status) {
         match msg {
             StatusMessage::Failed(f) => failure = failure.or(Some(f)),
             StatusMessage::Landlock(l) => landlock = l,
+            StatusMessage::Root(r) => root = r,
             StatusMessage::Exited { code, signal } => exit = Some((code, signal)),
         }
     }
     let mut enforcement = enforcement(&r.cgroup, landlock, policy, r.uid_host);
     enforcement.proc = r.proc;
+    enforcement.root = root;
     phase("status read");
     // After the reply unless a termination signal came: it is raised again below and ends us
     // before any reply.
@@ -1187,5 +1190,6 @@ fn enforcement(
         uid_inside: policy.uid,
         uid_host,
         proc: ProcSource::Fresh,
+        root: crate::mounts::RootSwitch::PivotRoot,
     }
 }

@@ -19,6 +19,7 @@
 
 use std::fs;
 use std::io;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -105,6 +106,27 @@ fn arrange(may_move: bool) -> Delegation {
     if !nix::unistd::geteuid().is_root() {
         return Delegation::none("not root: cgroup v2 delegation is not attempted");
     }
+    // A read-only cgroup file system (a container's): a read-write one of our own shows the
+    // same groups (rooted at our cgroup namespace), without touching the container's mount.
+    let (mnt, dir) = if super::hierarchies().v2_read_only {
+        match mount_own(&mnt) {
+            Ok(()) => match own_v2_dir() {
+                Some(found) => found,
+                None => return Delegation::none("the cgroup2 file system Warden mounted is gone"),
+            },
+            Err(e) => {
+                return Delegation::none(format!(
+                    "{} is read-only and Warden cannot mount its own cgroup2 at {OWN_MOUNT}: {e}",
+                    mnt.display()
+                ));
+            }
+        }
+    } else {
+        (mnt, dir)
+    };
+    if let Some(found) = already(&dir) {
+        return found;
+    }
     let mut why = Vec::new();
     if systemd::booted() && !delegated(&dir) {
         match scope(&mnt) {
@@ -121,6 +143,10 @@ fn arrange(may_move: bool) -> Delegation {
         }
     }
 }
+
+/// Where Warden mounts a cgroup2 file system of its own when the one it was given is
+/// read-only (a container runtime mounts the container's `/sys/fs/cgroup` so).
+const OWN_MOUNT: &str = "/run/warden/cgroup2";
 
 /// The unified hierarchy's mount point and our group's directory in it.
 fn own_v2_dir() -> Option<(PathBuf, PathBuf)> {
@@ -170,6 +196,8 @@ fn enable(dir: &Path) -> io::Result<Vec<Controller>> {
 /// when the group still holds other processes.
 fn leaf(dir: &Path, how: &str) -> Result<Delegation, String> {
     let leaf = dir.join(LEAF);
+    // Whether our group is the root of our cgroup namespace (a container's own group).
+    let ns_root = own_path(|id, _| id == "0").is_some_and(|p| p == Path::new("/"));
     match fs::create_dir(&leaf) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
@@ -178,7 +206,25 @@ fn leaf(dir: &Path, how: &str) -> Result<Delegation, String> {
     let me = std::process::id().to_string();
     fs::write(leaf.join("cgroup.procs"), &me)
         .map_err(|e| format!("cannot move into {}: {e}", leaf.display()))?;
-    match enable(dir) {
+    let mut enabled = enable(dir);
+    // At the root of our cgroup namespace (a container's own group), every process in it is
+    // the container's: they join the leaf too, as container entrypoints that nest cgroups do.
+    if enabled
+        .as_ref()
+        .is_err_and(|e| e.raw_os_error() == Some(libc::EBUSY))
+        && ns_root
+    {
+        for pid in fs::read_to_string(dir.join("cgroup.procs"))
+            .unwrap_or_default()
+            .lines()
+            .take(4096)
+        {
+            // One that exited meanwhile is no matter.
+            let _ = fs::write(leaf.join("cgroup.procs"), pid);
+        }
+        enabled = enable(dir);
+    }
+    match enabled {
         Ok(have) => Ok(Delegation::at(dir.to_owned(), have, how)),
         Err(e) => {
             let _ = fs::write(dir.join("cgroup.procs"), &me);
@@ -226,6 +272,27 @@ fn scope(mnt: &Path) -> Result<Delegation, String> {
         }
         std::thread::sleep(Duration::from_millis(2));
     }
+}
+
+/// Mount a cgroup2 file system at [`OWN_MOUNT`] (unless one is there already), read-write,
+/// rooted at our cgroup namespace like `given`.
+fn mount_own(given: &Path) -> Result<(), String> {
+    let at = Path::new(OWN_MOUNT);
+    if super::hierarchies().v2.as_deref() == Some(at) {
+        return Ok(());
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(at)
+        .map_err(|e| e.to_string())?;
+    let flags = nix::mount::MsFlags::MS_NOSUID
+        | nix::mount::MsFlags::MS_NODEV
+        | nix::mount::MsFlags::MS_NOEXEC;
+    nix::mount::mount(Some("cgroup2"), at, Some("cgroup2"), flags, None::<&str>)
+        .map_err(|e| e.to_string())?;
+    tracing::debug!(given = %given.display(), "mounted a cgroup2 file system of our own");
+    Ok(())
 }
 
 /// Whether systemd marked `dir` as delegated (it sets these attributes on delegated groups).

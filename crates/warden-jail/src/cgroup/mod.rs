@@ -102,14 +102,17 @@ pub struct RunCgroup {
 struct Hierarchies {
     /// (mount point, root) of v1 hierarchies by controller name.
     v1: Vec<(String, PathBuf, PathBuf)>,
-    /// Mount point of the unified hierarchy.
+    /// Mount point of the unified hierarchy: the first one mounted read-write, else the first.
     v2: Option<PathBuf>,
+    /// Whether that mount is read-only (a container runtime's `/sys/fs/cgroup`).
+    v2_read_only: bool,
 }
 
 fn hierarchies() -> Hierarchies {
     let mut h = Hierarchies {
         v1: Vec::new(),
         v2: None,
+        v2_read_only: false,
     };
     let Ok(info) = fs::read_to_string("/proc/self/mountinfo") else {
         return h;
@@ -125,7 +128,13 @@ fn hierarchies() -> Hierarchies {
         }
         let (root, mnt) = (PathBuf::from(left[3]), PathBuf::from(left[4]));
         match right[0] {
-            "cgroup2" => h.v2 = h.v2.or(Some(mnt)),
+            "cgroup2" => {
+                let ro = left.get(5).is_some_and(|o| o.split(',').any(|x| x == "ro"));
+                if h.v2.is_none() || (h.v2_read_only && !ro) {
+                    h.v2 = Some(mnt);
+                    h.v2_read_only = ro;
+                }
+            }
             "cgroup" => {
                 for opt in right[2].split(',') {
                     h.v1.push((opt.to_owned(), mnt.clone(), root.clone()));

@@ -168,3 +168,79 @@ fn without_cap_sys_admin_the_containers_proc_is_refused_unless_allowed_and_said_
     assert!(rules.contains(&"install-writes-outside"), "{rules:?}");
     assert!(rules.contains(&"sensitive-file-read"), "{rules:?}");
 }
+
+/// `no_pivot ARGS…`: ARGS under a seccomp filter that refuses `pivot_root`, as Docker's and
+/// containerd's default profiles do even with `CAP_SYS_ADMIN`.
+fn without_pivot_root(args: &[&str]) -> Output {
+    Command::new(compiled_from(&containers(), "no_pivot"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_runtime_refusing_pivot_root_gets_a_moved_root_and_says_so() {
+    let out = without_pivot_root(&[
+        the_binary(),
+        "run",
+        "--json",
+        "--",
+        "sh",
+        "-c",
+        "ls / && cat /proc/self/mountinfo | wc -l",
+    ]);
+    let o: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| {
+        panic!("{}", String::from_utf8_lossy(&out.stderr));
+    });
+    assert_eq!(o["exit_code"], 0, "{o}");
+    assert_eq!(o["enforcement"]["root"], "move_chroot", "{o}");
+    let listing = o["stdout"].as_str().unwrap_or_default();
+    assert!(listing.contains("workspace"), "{listing}");
+    // The host's own top level (its /var and /root) is not what the jail sees.
+    assert!(std::path::Path::new("/var").is_dir() && std::path::Path::new("/root").is_dir());
+    assert!(
+        !listing.lines().any(|l| l == "var" || l == "root"),
+        "{listing}"
+    );
+    // The control: without the filter the root is pivoted.
+    let plain = warden(&["run", "--json", "--", "true"]);
+    let p: Value = serde_json::from_str(&plain.stdout).unwrap();
+    assert_eq!(p["enforcement"]["root"], "pivot_root", "{p}");
+}
+
+#[test]
+fn a_moved_root_holds_against_the_mount_and_chroot_battery() {
+    // The mount battery (pivot_root, chroot, every mount call) inside a jail whose root was
+    // moved rather than pivoted: the old root stays beneath, out of reach.
+    let ws = workspace_with("mounts");
+    let out = without_pivot_root(&[
+        the_binary(),
+        "run",
+        "--workspace",
+        ws.path().to_str().unwrap(),
+        "--",
+        "./mounts",
+    ]);
+    let r = Run {
+        status: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
+    assert_blocked(&r, 13);
+    // Nothing of the host outside the view: its secrets are not readable by any path.
+    let probe = without_pivot_root(&[
+        the_binary(),
+        "run",
+        "--",
+        "sh",
+        "-c",
+        "cat /etc/shadow /root/.bashrc /proc/1/root/etc/shadow 2>&1; ls /.. /../.. 2>&1",
+    ]);
+    let text = String::from_utf8_lossy(&probe.stdout);
+    assert!(!text.contains("root:"), "{text}");
+    assert!(
+        !text.lines().any(|l| l == "var" || l == "root"),
+        "the host's top level shows: {text}"
+    );
+}
