@@ -174,16 +174,43 @@ pub fn give_tmpfs_to_jail_user(dir: &std::path::Path, uid: u32, gid: u32) -> std
     if !p.privileged {
         return Ok(());
     }
-    chown_tree(dir, p.host_uid, p.host_gid, 0)
+    // Only a tmpfs, and nothing off it: a link swapped in for a folder leads to another file
+    // system (the host's), whose device differs, and is refused there.
+    let tmpfs = nix::sys::statfs::statfs(dir)
+        .is_ok_and(|f| f.filesystem_type() == nix::sys::statfs::TMPFS_MAGIC);
+    if !tmpfs {
+        return Err(std::io::Error::other(format!(
+            "{} is not a tmpfs",
+            dir.display()
+        )));
+    }
+    let dev = std::os::unix::fs::MetadataExt::dev(&fs::symlink_metadata(dir)?);
+    chown_tree(dir, dev, (p.host_uid, p.host_gid), 0)
 }
 
-fn chown_tree(path: &std::path::Path, uid: u32, gid: u32, depth: u32) -> std::io::Result<()> {
+fn chown_tree(
+    path: &std::path::Path,
+    dev: u64,
+    (uid, gid): (u32, u32),
+    depth: u32,
+) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
     // Warden's own small trees (a decoy home, a fresh workspace): links are never followed.
-    std::os::unix::fs::lchown(path, Some(uid), Some(gid))?;
     let meta = fs::symlink_metadata(path)?;
+    if meta.dev() != dev {
+        return Err(std::io::Error::other(format!(
+            "{} left the tmpfs",
+            path.display()
+        )));
+    }
+    std::os::unix::fs::lchown(path, Some(uid), Some(gid))?;
     if meta.is_dir() && depth < 64 {
         for entry in fs::read_dir(path)? {
-            chown_tree(&entry?.path(), uid, gid, depth + 1)?;
+            let entry = entry?;
+            if entry.metadata()?.dev() != dev {
+                return Err(std::io::Error::other("an entry left the tmpfs"));
+            }
+            chown_tree(&entry.path(), dev, (uid, gid), depth + 1)?;
         }
     }
     Ok(())

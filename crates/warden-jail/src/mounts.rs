@@ -607,8 +607,10 @@ pub enum RootSwitch {
     /// The new root moved over the old one and `chroot` into it, where a container runtime's
     /// seccomp profile refuses `pivot_root` (Docker's and containerd's do, even with
     /// `CAP_SYS_ADMIN`), as runc's no-pivot mode does. The old root stays beneath, out of
-    /// reach: the command holds no capability (`CAP_SYS_CHROOT` included), has no descriptor
-    /// from outside, and the jail's filter refuses `chroot`, `pivot_root` and every mount call.
+    /// reach: `..` and `setns` stop at the moved root, the command holds no capability
+    /// (`CAP_SYS_CHROOT` included) and is not dumpable, and the jail's filter refuses `chroot`,
+    /// `pivot_root`, every mount call and new namespaces. (Where the jail's `/proc` is the
+    /// container's own, `host_bind`, that view is wider whichever way the root was switched.)
     MoveChroot,
 }
 

@@ -50,6 +50,9 @@ pub enum PolicyError {
     /// A limit of zero.
     #[error("limit `{0}` must be greater than zero")]
     ZeroLimit(&'static str),
+    /// A limit outside the range the kernel accepts.
+    #[error("limit {0} must be {1}")]
+    OutOfRange(&'static str, &'static str),
     /// An environment variable name that cannot be passed to execve.
     #[error("environment variable name {0:?} is empty or contains `=` or NUL")]
     BadEnvName(String),
@@ -359,6 +362,10 @@ impl Policy {
             if v == 0 {
                 return Err(PolicyError::ZeroLimit(name));
             }
+        }
+        // cgroup v2 refuses a quota under 1 ms per 100 ms period.
+        if !(10..=4_096_000).contains(&l.cpu_rate_milli) {
+            return Err(PolicyError::OutOfRange("cpu_rate_milli", "10 to 4096000"));
         }
         if self.binds.len() > 200 {
             return Err(PolicyError::TooManyBinds);

@@ -77,3 +77,24 @@ fn toml_with_unknown_fields_is_refused() {
         Err(PolicyError::Parse { .. })
     ));
 }
+
+#[test]
+fn a_cpu_rate_the_kernel_would_refuse_is_refused_here() {
+    let mut p = Policy::default();
+    assert_eq!(
+        p.limits.cpu_rate_milli, 2000,
+        "the default: two CPUs' worth"
+    );
+    for bad in [1, 9, 4_096_001] {
+        p.limits.cpu_rate_milli = bad;
+        assert!(
+            matches!(
+                p.validate(),
+                Err(PolicyError::OutOfRange("cpu_rate_milli", _))
+            ),
+            "{bad}"
+        );
+    }
+    p.limits.cpu_rate_milli = 10;
+    p.validate().unwrap();
+}

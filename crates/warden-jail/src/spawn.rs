@@ -197,6 +197,7 @@ impl Jail {
         // The weaker-/proc warning is said once per process, not once per run.
         let req = &Request {
             proc_warned: PROC_WARNED.load(std::sync::atomic::Ordering::Relaxed),
+            cgroup_why: Some(crate::cgroup::establish().how.clone()),
             ..req.clone()
         };
         let body = serde_json::to_vec(req).map_err(|_| JailError::Protocol("request encoding"))?;
@@ -244,6 +245,7 @@ impl Jail {
             stdin: stdin.to_vec(),
             proc_warned: false,
             deferred: false,
+            cgroup_why: None,
         };
         let stdio = [Stdio::Null; 3];
         let (child, lifeline, result, trace) = self.start(&req, stdio)?;
@@ -267,6 +269,7 @@ impl Jail {
             stdin: Vec::new(),
             proc_warned: false,
             deferred: true,
+            cgroup_why: None,
         };
         let stdio = [Stdio::Null; 3];
         let (child, lifeline, result, trace) = self.start(&req, stdio)?;
@@ -285,6 +288,7 @@ impl Jail {
             stdin: Vec::new(),
             proc_warned: false,
             deferred: false,
+            cgroup_why: None,
         };
         let stdio = [Stdio::Piped; 3];
         let (child, lifeline, result, trace) = self.start(&req, stdio)?;
@@ -867,8 +871,6 @@ impl Drop for Running {
 /// The helper's `main`: read the request on descriptor 3, supervise, answer on descriptor 4.
 /// Returns the helper's exit code.
 pub fn helper_main() -> i32 {
-    // Where run groups go was arranged by our caller; the helper only looks.
-    crate::cgroup::detect_only();
     // SAFETY: descriptors 3 and 4 were placed by `Jail::start` for us alone and nothing else in
     // this fresh process owns them.
     let (req_fd, res_fd) = unsafe {
@@ -892,6 +894,8 @@ pub fn helper_main() -> i32 {
             Vec::new(),
         ),
         Ok(req) => {
+            // Where run groups go was arranged by our caller; the helper only looks.
+            crate::cgroup::detect_only(req.cgroup_why.clone());
             let lifeline: BorrowedFd<'_> = req_file.as_fd();
             let link = req
                 .policy

@@ -72,6 +72,10 @@ pub struct Request {
     /// lifeline as a [`crate::warm::Command`] (see [`crate::warm`]).
     #[serde(default)]
     pub deferred: bool,
+    /// Why the caller (which arranged cgroup v2 for its jails) has no cgroup v2 place, for the
+    /// outcome; set by [`crate::Jail`] for its helper.
+    #[serde(default)]
+    pub cgroup_why: Option<String>,
 }
 
 /// Debug-level timing of the set-up and tear-down steps (`WARDEN_LOG=debug`).

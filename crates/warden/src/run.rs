@@ -217,6 +217,7 @@ fn run(args: &RunArgs) -> Result<i32> {
         stdin: Vec::new(),
         proc_warned: false,
         deferred: false,
+        cgroup_why: None,
     };
     let observer = if req.policy.trace {
         let dest = args.trace.as_deref().unwrap_or("-");

@@ -19,6 +19,7 @@
 
 use std::fs;
 use std::io;
+use std::os::fd::AsFd;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -76,9 +77,16 @@ pub fn establish() -> &'static Delegation {
     DELEGATION.get_or_init(|| arrange(true))
 }
 
-/// Find, without moving anything, where run groups go (a jail helper: its caller arranged).
-pub(crate) fn detect_only() -> &'static Delegation {
-    DELEGATION.get_or_init(|| arrange(false))
+/// Find, without moving anything, where run groups go (a jail helper: its caller arranged,
+/// and `caller_why` is the caller's own account, kept when nothing is found).
+pub(crate) fn detect_only(caller_why: Option<String>) -> &'static Delegation {
+    DELEGATION.get_or_init(|| {
+        let found = arrange(false);
+        match caller_why {
+            Some(why) if !found.usable() => Delegation::none(why),
+            _ => found,
+        }
+    })
 }
 
 fn arrange(may_move: bool) -> Delegation {
@@ -108,7 +116,10 @@ fn arrange(may_move: bool) -> Delegation {
     }
     // A read-only cgroup file system (a container's): a read-write one of our own shows the
     // same groups (rooted at our cgroup namespace), without touching the container's mount.
-    let (mnt, dir) = if super::hierarchies().v2_read_only {
+    // Only at the root of our cgroup namespace (a container's own group): elsewhere a read-only
+    // cgroup file system is the operator's choice (systemd's ProtectControlGroups=).
+    let at_ns_root = own_path(|id, _| id == "0").is_some_and(|p| p == Path::new("/"));
+    let (mnt, dir) = if super::hierarchies().v2_read_only && at_ns_root {
         match mount_own(&mnt) {
             Ok(()) => match own_v2_dir() {
                 Some(found) => found,
@@ -150,9 +161,10 @@ const OWN_MOUNT: &str = "/run/warden/cgroup2";
 
 /// The unified hierarchy's mount point and our group's directory in it.
 fn own_v2_dir() -> Option<(PathBuf, PathBuf)> {
-    let mnt = super::hierarchies().v2?;
+    let h = super::hierarchies();
+    let mnt = h.v2?;
     let own = own_path(|id, _| id == "0")?;
-    let dir = super::join_rel(&mnt, Path::new("/"), &own);
+    let dir = super::join_rel(&mnt, &h.v2_root, &own);
     Some((mnt, dir))
 }
 
@@ -161,6 +173,9 @@ fn own_v2_dir() -> Option<(PathBuf, PathBuf)> {
 fn already(dir: &Path) -> Option<Delegation> {
     if dir.file_name().is_some_and(|n| n == LEAF) {
         let parent = dir.parent()?;
+        if !owned_by_us(parent) || !owned_by_us(dir) {
+            return None;
+        }
         let enabled = fs::read_to_string(parent.join("cgroup.subtree_control")).ok()?;
         let have = Controller::wanted()
             .into_iter()
@@ -203,12 +218,18 @@ fn leaf(dir: &Path, how: &str) -> Result<Delegation, String> {
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(format!("cannot make {}: {e}", leaf.display())),
     }
+    // Only groups of our own: a user who owns a delegated subtree must not hold the groups a
+    // root Warden limits its runs with (they could move a run's processes out of its group).
+    if !owned_by_us(dir) || !owned_by_us(&leaf) {
+        return Err(format!("{} is not owned by Warden's user", leaf.display()));
+    }
     let me = std::process::id().to_string();
     fs::write(leaf.join("cgroup.procs"), &me)
         .map_err(|e| format!("cannot move into {}: {e}", leaf.display()))?;
     let mut enabled = enable(dir);
     // At the root of our cgroup namespace (a container's own group), every process in it is
     // the container's: they join the leaf too, as container entrypoints that nest cgroups do.
+    let mut moved = Vec::new();
     if enabled
         .as_ref()
         .is_err_and(|e| e.raw_os_error() == Some(libc::EBUSY))
@@ -217,17 +238,20 @@ fn leaf(dir: &Path, how: &str) -> Result<Delegation, String> {
         for pid in fs::read_to_string(dir.join("cgroup.procs"))
             .unwrap_or_default()
             .lines()
-            .take(4096)
         {
             // One that exited meanwhile is no matter.
-            let _ = fs::write(leaf.join("cgroup.procs"), pid);
+            if fs::write(leaf.join("cgroup.procs"), pid).is_ok() {
+                moved.push(pid.to_owned());
+            }
         }
         enabled = enable(dir);
     }
     match enabled {
         Ok(have) => Ok(Delegation::at(dir.to_owned(), have, how)),
         Err(e) => {
-            let _ = fs::write(dir.join("cgroup.procs"), &me);
+            for pid in moved.iter().chain(std::iter::once(&me)) {
+                let _ = fs::write(dir.join("cgroup.procs"), pid);
+            }
             let _ = fs::remove_dir(&leaf);
             let busy = e.raw_os_error() == Some(libc::EBUSY);
             Err(if busy {
@@ -252,10 +276,27 @@ fn scope(mnt: &Path) -> Result<Delegation, String> {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
     let unit = format!("warden-{pid}-{nanos}.scope");
+    // The scope stays in the slice we came from (its limits keep applying to us).
+    let slice = own_path(|id, _| id == "0").and_then(|own| {
+        own.ancestors()
+            .filter_map(|a| a.file_name()?.to_str().map(str::to_owned))
+            .find(|n| n.ends_with(".slice"))
+    });
+    let wait = systemd::CALL_TIMEOUT + Duration::from_secs(1);
     if single_threaded() {
-        in_child(|| systemd::start_scope(&unit, pid))?;
+        in_child(wait, || systemd::start_scope(&unit, pid, slice.as_deref()))?;
     } else {
-        systemd::start_scope(&unit, pid)?;
+        // On a thread of its own, so a manager that never answers costs us `wait`, not a hang.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (u, s) = (unit.clone(), slice.clone());
+        std::thread::Builder::new()
+            .name("warden-systemd-scope".into())
+            .spawn(move || {
+                let _ = tx.send(systemd::start_scope(&u, pid, s.as_deref()));
+            })
+            .map_err(|e| format!("no thread for the systemd request: {e}"))?;
+        rx.recv_timeout(wait)
+            .map_err(|_| format!("systemd did not answer within {}s", wait.as_secs()))??;
     }
     let deadline = Instant::now() + SCOPE_WAIT;
     loop {
@@ -278,9 +319,6 @@ fn scope(mnt: &Path) -> Result<Delegation, String> {
 /// rooted at our cgroup namespace like `given`.
 fn mount_own(given: &Path) -> Result<(), String> {
     let at = Path::new(OWN_MOUNT);
-    if super::hierarchies().v2.as_deref() == Some(at) {
-        return Ok(());
-    }
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o755)
@@ -295,9 +333,17 @@ fn mount_own(given: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// Whether systemd marked `dir` as delegated (it sets these attributes on delegated groups).
+/// Whether systemd marked `dir` as delegated. Only the `trusted.` attribute counts: whoever
+/// owns a delegated user subtree can set `user.delegate` on it.
 fn delegated(dir: &Path) -> bool {
-    crate::sys::has_xattr(dir, c"trusted.delegate") || crate::sys::has_xattr(dir, c"user.delegate")
+    crate::sys::has_xattr(dir, c"trusted.delegate")
+}
+
+/// Whether `dir` belongs to our effective user.
+fn owned_by_us(dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    fs::symlink_metadata(dir)
+        .is_ok_and(|m| m.is_dir() && m.uid() == nix::unistd::geteuid().as_raw())
 }
 
 fn single_threaded() -> bool {
@@ -308,14 +354,16 @@ fn single_threaded() -> bool {
 }
 
 /// Run `f` in a short-lived child (this single-threaded process must stay so: the D-Bus client
-/// starts threads), returning its result.
-fn in_child(f: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
+/// starts threads), returning its result; a child still running after `wait` is killed.
+fn in_child(wait: Duration, f: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
     use std::io::{Read, Write};
     let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| e.to_string())?;
     match crate::sys::fork_single_threaded().map_err(|e| format!("fork: {e}"))? {
         crate::sys::CloneResult::Child => {
             drop(r);
-            let result = f();
+            // A panic must not unwind through the parent's frames copied into this child.
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+                .unwrap_or_else(|_| Err("the systemd request panicked".into()));
             let mut w = fs::File::from(w);
             let code = match result {
                 Ok(()) => 0,
@@ -329,6 +377,16 @@ fn in_child(f: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
         crate::sys::CloneResult::Parent(child) => {
             drop(w);
             let mut why = String::new();
+            let ms = i32::try_from(wait.as_millis().min(60_000)).unwrap_or(60_000);
+            let timeout =
+                nix::poll::PollTimeout::try_from(ms).unwrap_or(nix::poll::PollTimeout::NONE);
+            let mut fds = [nix::poll::PollFd::new(
+                r.as_fd(),
+                nix::poll::PollFlags::POLLIN,
+            )];
+            if matches!(nix::poll::poll(&mut fds, timeout), Ok(0) | Err(_)) {
+                let _ = nix::sys::signal::kill(child, nix::sys::signal::Signal::SIGKILL);
+            }
             let _ = fs::File::from(r).take(4096).read_to_string(&mut why);
             let status = nix::sys::wait::waitpid(child, None);
             match status {

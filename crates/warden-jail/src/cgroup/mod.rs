@@ -95,6 +95,8 @@ pub struct Counters {
 #[derive(Debug, Default)]
 pub struct RunCgroup {
     groups: Vec<Group>,
+    /// Whether `cpu.max` holds the CPU rate.
+    throttled: bool,
     /// Directories created for cgroup v2, removed last-first.
     created: Vec<PathBuf>,
 }
@@ -106,6 +108,8 @@ struct Hierarchies {
     v2: Option<PathBuf>,
     /// Whether that mount is read-only (a container runtime's `/sys/fs/cgroup`).
     v2_read_only: bool,
+    /// The part of the hierarchy that mount shows (`/` unless it binds a subtree).
+    v2_root: PathBuf,
 }
 
 fn hierarchies() -> Hierarchies {
@@ -113,6 +117,7 @@ fn hierarchies() -> Hierarchies {
         v1: Vec::new(),
         v2: None,
         v2_read_only: false,
+        v2_root: PathBuf::from("/"),
     };
     let Ok(info) = fs::read_to_string("/proc/self/mountinfo") else {
         return h;
@@ -133,6 +138,7 @@ fn hierarchies() -> Hierarchies {
                 if h.v2.is_none() || (h.v2_read_only && !ro) {
                     h.v2 = Some(mnt);
                     h.v2_read_only = ro;
+                    h.v2_root = root;
                 }
             }
             "cgroup" => {
@@ -233,9 +239,14 @@ impl RunCgroup {
             }
             (Controller::Pids, _) => write(dir, "pids.max", &l.pids.to_string())?,
             (Controller::Cpu, true) => {
-                // A period of 100 ms; the quota is the allowed share of it.
+                // A period of 100 ms; the quota is the allowed share of it. Without it (no CFS
+                // bandwidth control in this kernel) the group still counts CPU time.
                 let quota = l.cpu_rate_milli.saturating_mul(100);
-                write(dir, "cpu.max", &format!("{quota} 100000"))?;
+                if let Err(e) = write(dir, "cpu.max", &format!("{quota} 100000")) {
+                    tracing::warn!("the CPU rate is not throttled (cpu.max: {e})");
+                } else {
+                    self.throttled = true;
+                }
             }
             (Controller::Cpu, false) => {}
         }
@@ -316,10 +327,7 @@ impl RunCgroup {
     }
     /// Mechanism throttling the CPU rate (`cpu.max`, cgroup v2 only).
     pub fn cpu_rate(&self) -> Option<Mechanism> {
-        self.groups
-            .iter()
-            .any(|g| g.controller == Controller::Cpu && g.v2)
-            .then_some(Mechanism::CgroupV2)
+        self.throttled.then_some(Mechanism::CgroupV2)
     }
     /// Whether any group exists.
     pub fn is_empty(&self) -> bool {
