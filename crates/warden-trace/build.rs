@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-/// The syscall number the interposer uses to announce a read (no kernel implements it).
-const ENV_READ_NR: u32 = 0x0057_4400;
+/// The prctl option the interposer announces a read with (`interposer::ENV_READ_OPTION`).
+const ENV_READ_OPTION: u32 = 0x5744_0000;
 
 fn main() {
     let out = PathBuf::from(std::env::var_os("OUT_DIR").unwrap_or_default());
@@ -17,7 +17,7 @@ fn main() {
         .map(|w| format!("\"{w}\""))
         .collect();
     let header = format!(
-        "static const char *const WARDEN_WORDS[] = {{{}, 0}};\n#define WARDEN_ENV_READ_NR {ENV_READ_NR}L\n",
+        "static const char *const WARDEN_WORDS[] = {{{}, 0}};\n#define WARDEN_ENV_READ_OPTION {ENV_READ_OPTION}L\n",
         list.join(", ")
     );
     if let Err(e) = std::fs::write(out.join("words.h"), header) {
@@ -45,5 +45,5 @@ fn main() {
     }
     println!("cargo::rerun-if-changed=interposer");
     println!("cargo::rerun-if-env-changed=CC");
-    println!("cargo::rustc-env=WARDEN_ENV_READ_NR={ENV_READ_NR}");
+    println!("cargo::rustc-env=WARDEN_ENV_READ_OPTION={ENV_READ_OPTION}");
 }

@@ -2,8 +2,9 @@
  *
  * getenv and secure_getenv behave exactly like glibc's (they look the name up in `environ`);
  * when the name looks like a credential, the lookup is first announced to the tracer with a
- * syscall number no kernel implements, which the jail's seccomp filter hands to the tracer and
- * the kernel then fails with ENOSYS. errno is preserved. This is an in-process observation: a
+ * prctl option no kernel implements, which the jail's seccomp filter hands to the tracer and
+ * the kernel then fails with EINVAL (prctl, which container runtimes' seccomp profiles allow,
+ * where they refuse an unknown syscall number). errno is preserved. This is an in-process observation: a
  * program can bypass or imitate it, which is why the tracer marks these events as such. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -12,7 +13,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "words.h" /* WARDEN_WORDS, WARDEN_ENV_READ_NR: generated from words.txt by build.rs */
+#include "words.h" /* WARDEN_WORDS, WARDEN_ENV_READ_OPTION: generated from words.txt by build.rs */
 
 extern char **environ;
 
@@ -38,7 +39,7 @@ char *getenv(const char *name) {
         return NULL;
     if (credential_like(name)) {
         int saved = errno;
-        syscall(WARDEN_ENV_READ_NR, name, 0L);
+        syscall(SYS_prctl, WARDEN_ENV_READ_OPTION, name, 0L);
         errno = saved;
     }
     return lookup(name);

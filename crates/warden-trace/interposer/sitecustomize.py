@@ -14,7 +14,7 @@ def _warden_install():
                 import ctypes
 
                 fn = state["syscall"] = ctypes.CDLL(None).syscall
-            fn(@NR@, name.encode("utf-8", "replace"), 1)
+            fn(@NR@, @OPTION@, name.encode("utf-8", "replace"), 1)
         except Exception:
             pass
 

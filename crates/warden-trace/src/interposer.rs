@@ -3,15 +3,17 @@
 //! loaded with `LD_PRELOAD`) and a Python `sitecustomize` hook for `os.environ`, which Python
 //! fills at start-up without calling getenv.
 //!
-//! Both announce a read of a credential-like name with the syscall [`ENV_READ_SYSCALL`], which
-//! the jail's filter hands to the tracer. They run inside the subject, so their reports are
-//! in-process observations: a program can skip or forge them. Canaries are the tamper-proof
-//! signal.
+//! Both announce a read of a credential-like name with `prctl(ENV_READ_OPTION, name, origin)`,
+//! which the jail's filter hands to the tracer. They run inside the subject, so their reports
+//! are in-process observations: a program can skip or forge them. Canaries are the
+//! tamper-proof signal.
 
-/// The syscall number that announces an environment read (`name` pointer, origin: 0 for
-/// getenv, 1 for Python). No kernel implements it; the tracer records it and the kernel
-/// answers ENOSYS.
-pub const ENV_READ_SYSCALL: i64 = 0x0057_4400;
+/// The `prctl` option that announces an environment read (`name` pointer, origin: 0 for
+/// getenv, 1 for Python). No kernel implements it (the kernel answers EINVAL once the tracer
+/// has recorded it). `prctl` because every container runtime's default seccomp profile allows
+/// it: a made-up syscall number is refused by such a profile (EPERM, which outranks the jail's
+/// notification), so reads went unrecorded in containers.
+pub const ENV_READ_OPTION: u64 = 0x5744_0000;
 
 const WORDS: &str = include_str!("../interposer/words.txt");
 
@@ -34,7 +36,8 @@ pub fn sitecustomize() -> String {
     let words: Vec<String> = credential_words().map(|w| format!("{w:?}, ")).collect();
     include_str!("../interposer/sitecustomize.py")
         .replace("@WORDS@", &words.concat())
-        .replace("@NR@", &ENV_READ_SYSCALL.to_string())
+        .replace("@NR@", &libc::SYS_prctl.to_string())
+        .replace("@OPTION@", &ENV_READ_OPTION.to_string())
 }
 
 #[cfg(test)]
@@ -49,7 +52,7 @@ mod tests {
         assert!(!credential_like("PYTHONHASHSEED"));
         assert!(LIBRARY.starts_with(b"\x7fELF"));
         let py = sitecustomize();
-        assert!(py.contains("\"TOKEN\", ") && py.contains(&ENV_READ_SYSCALL.to_string()));
+        assert!(py.contains("\"TOKEN\", ") && py.contains(&ENV_READ_OPTION.to_string()));
         assert!(!py.contains('@'));
     }
 }

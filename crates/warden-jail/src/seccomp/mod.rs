@@ -271,7 +271,6 @@ pub fn traced_syscalls() -> Vec<i64> {
         // A thread's own end: the tracer forgets what it cached for its pid (see
         // `trace::notify`), which the next task given that pid must not inherit.
         libc::SYS_exit,
-        warden_trace::interposer::ENV_READ_SYSCALL,
     ];
     #[cfg(target_arch = "x86_64")]
     v.extend([
@@ -284,6 +283,20 @@ pub fn traced_syscalls() -> Vec<i64> {
         libc::SYS_chmod,
     ]);
     v
+}
+
+/// The interposers' announcement of an environment read: `prctl` with their option (the low
+/// 32 bits: the kernel reads the option as an `int`), and no other `prctl`.
+fn env_read_rule() -> Rule {
+    when(
+        libc::SYS_prctl,
+        0,
+        Cmp::MaskedEq {
+            mask: 0xffff_ffff,
+            value: warden_trace::interposer::ENV_READ_OPTION,
+        },
+        Action::UserNotif,
+    )
 }
 
 /// The notification rule for an observed syscall: `sendto` only when it names a destination
@@ -322,6 +335,7 @@ pub fn program(trace: bool) -> Result<Vec<libc::sock_filter>, SeccompError> {
             }
         }
         rules.extend(traced_syscalls().into_iter().map(observe_rule));
+        rules.push(env_read_rule());
     }
     Ok(bpf::assemble(&rules, Action::Allow)?)
 }

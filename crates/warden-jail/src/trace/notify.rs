@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::{Value, json};
 use warden_events::EventKind;
-use warden_trace::interposer::ENV_READ_SYSCALL;
+use warden_trace::interposer::ENV_READ_OPTION;
 
 use super::Hub;
 use super::net::Net;
@@ -601,7 +601,12 @@ impl Tracer {
             hub,
             net,
             tasks: HashMap::new(),
-            observed: crate::seccomp::traced_syscalls(),
+            // The traced calls, and the environment-read announcement (a `prctl`).
+            observed: {
+                let mut v = crate::seccomp::traced_syscalls();
+                v.push(libc::SYS_prctl);
+                v
+            },
             written: HashMap::new(),
             bound: HashMap::new(),
             written_total: 0,
@@ -1221,11 +1226,15 @@ fn decode(nr: i64, pid: i32, a: &[u64; 6]) -> Option<(EventKind, Value)> {
         nr if nr == libc::SYS_listen => net_op(json!({ "fd": low_i32(a[0]) }), "listen"),
         nr if nr == libc::SYS_sendto => send_event(pid, a[4], a[5], a[1], a[2], "sendto"),
         nr if nr == libc::SYS_sendmsg => sendmsg_event(pid, a[1]),
-        nr if nr == ENV_READ_SYSCALL => {
-            let via = if a[1] == 1 { "python" } else { "getenv" };
+        nr if nr == libc::SYS_prctl && a[0] & 0xffff_ffff == ENV_READ_OPTION => {
+            let via = if a[2] & 0xffff_ffff == 1 {
+                "python"
+            } else {
+                "getenv"
+            };
             Some((
                 EventKind::EnvRead,
-                json!({ "name": read_cstr(pid, a[0]), "via": via, "observed": "in_process" }),
+                json!({ "name": read_cstr(pid, a[1]), "via": via, "observed": "in_process" }),
             ))
         }
         // The status the process exits with (deaths by signal are reported for the command

@@ -244,3 +244,34 @@ fn a_moved_root_holds_against_the_mount_and_chroot_battery() {
         "the host's top level shows: {text}"
     );
 }
+
+#[test]
+fn environment_reads_are_seen_under_a_runtime_profile_that_refuses_unknown_syscalls() {
+    // A runtime's allowlist refuses syscall numbers no kernel has, and its EPERM outranks the
+    // jail's notification: the interposers' announcement must use a call such profiles allow.
+    let out = without_pivot_root(&[
+        the_binary(),
+        "run",
+        "--decoys",
+        "--trace",
+        "-",
+        "--",
+        "/usr/bin/python3",
+        "-c",
+        "import os; os.environ.get('GITHUB_TOKEN')",
+    ]);
+    let trace = String::from_utf8_lossy(&out.stderr);
+    let read = trace
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .any(|e| e["kind"] == "env.read" && e["data"]["name"] == "GITHUB_TOKEN");
+    assert!(read, "no env.read of GITHUB_TOKEN: {trace}");
+    // The control: the filter does refuse an unknown syscall number.
+    let probe = without_pivot_root(&[
+        "/usr/bin/python3",
+        "-c",
+        "import ctypes, sys; r = ctypes.CDLL(None, use_errno=True).syscall(0x574400); \
+         sys.exit(0 if r == -1 and ctypes.get_errno() == 1 else 3)",
+    ]);
+    assert_eq!(probe.status.code(), Some(0), "{probe:?}");
+}
