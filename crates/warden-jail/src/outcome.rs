@@ -40,6 +40,13 @@ pub enum Mechanism {
     Tmpfs,
 }
 
+impl Mechanism {
+    /// Whether this is a cgroup controller (v1 or v2).
+    pub fn is_cgroup(self) -> bool {
+        matches!(self, Mechanism::CgroupV1 | Mechanism::CgroupV2)
+    }
+}
+
 /// Which mechanisms enforced each limit in this run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Enforcement {

@@ -751,12 +751,9 @@ impl Running {
                 {
                     crate::procfs::say_weaker();
                 }
-                let by_cgroup = |m: &crate::Mechanism| {
-                    matches!(m, crate::Mechanism::CgroupV1 | crate::Mechanism::CgroupV2)
-                };
+                let by_cgroup = |held: &[crate::Mechanism]| held.iter().any(|m| m.is_cgroup());
                 if nix::unistd::geteuid().is_root()
-                    && !(o.enforcement.memory.iter().any(by_cgroup)
-                        && o.enforcement.pids.iter().any(by_cgroup))
+                    && !(by_cgroup(&o.enforcement.memory) && by_cgroup(&o.enforcement.pids))
                 {
                     crate::cgroup::warn_once_rlimits_only();
                 }

@@ -224,9 +224,7 @@ enum Stop {
 
 /// The cgroup mechanism among `held` (null in JSON when only rlimits held the limit).
 fn by_cgroup(held: &[Mechanism]) -> Option<Mechanism> {
-    held.iter()
-        .copied()
-        .find(|m| matches!(m, Mechanism::CgroupV1 | Mechanism::CgroupV2))
+    held.iter().copied().find(|m| m.is_cgroup())
 }
 
 fn limit_from_counters(c: &Counters, cpu_limit_ms: u64) -> Option<LimitKind> {

@@ -283,7 +283,7 @@ fn scope(mnt: &Path) -> Result<Delegation, String> {
             .find(|n| n.ends_with(".slice"))
     });
     let wait = systemd::CALL_TIMEOUT + Duration::from_secs(1);
-    if single_threaded() {
+    if crate::sys::thread_count() == Some(1) {
         in_child(wait, || systemd::start_scope(&unit, pid, slice.as_deref()))?;
     } else {
         // On a thread of its own, so a manager that never answers costs us `wait`, not a hang.
@@ -344,13 +344,6 @@ fn owned_by_us(dir: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
     fs::symlink_metadata(dir)
         .is_ok_and(|m| m.is_dir() && m.uid() == nix::unistd::geteuid().as_raw())
-}
-
-fn single_threaded() -> bool {
-    fs::read_to_string("/proc/self/status").is_ok_and(|s| {
-        s.lines()
-            .any(|l| l.strip_prefix("Threads:").is_some_and(|n| n.trim() == "1"))
-    })
 }
 
 /// Run `f` in a short-lived child (this single-threaded process must stay so: the D-Bus client
