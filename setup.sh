@@ -2,7 +2,7 @@
 # Installs everything Warden's tests need on a fresh Debian or Ubuntu machine, as root, and
 # only what is missing (safe to run again): the system packages (a C compiler, Python with
 # venv, Node and npm, git, util-linux's unshare, e2fsprogs, iproute2, nmap, ffuf and dirb's
-# word lists, Chromium's headless shell, QEMU and debootstrap for the host matrix), arjun in a venv of its own for the recon profile,
+# word lists, Chromium's headless shell, QEMU and debootstrap for the host matrix, tshark), arjun in a venv of its own for the recon profile,
 # the official MCP Python SDK in a virtual environment of its own (the system interpreter is
 # left alone), the public MCP servers the detonation tests run against, the small local model
 # of full mode's end-to-end test, and the MCP conformance suite and Inspector CLI.
@@ -29,6 +29,8 @@ command -v ffuf >/dev/null || need+=(ffuf)    # … and its content discovery
 # The host matrix (tests/hosts/run.sh): Debian guests booted in QEMU, built with debootstrap.
 command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
 command -v debootstrap >/dev/null || need+=(debootstrap)
+# tshark reads the pcapng files of `--pcap` in the capture tests.
+command -v tshark >/dev/null || need+=(tshark)
 if [ ${#need[@]} -gt 0 ]; then
     apt-get update -qq
     apt-get install -y -qq "${need[@]}" >/dev/null

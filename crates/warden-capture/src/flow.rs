@@ -116,9 +116,26 @@ impl Table {
     pub fn feed(&mut self, p: &Packet<'_>, now: Instant, evicted: &mut Vec<Flow>) -> Fed {
         let k = key(p);
         let mut fed = Fed::default();
+        if p.icmp_error {
+            // The kernel's answer to another packet (it quotes it): not what anyone sent.
+            return fed;
+        }
+        // A TCP packet of no known flow that carries nothing and opens nothing is the tail of
+        // a flow already over (a last ACK, a RST): not a flow. One that carries data is taken
+        // as its sender's (a flow pushed out of a full table goes on being read).
+        let stray = p
+            .tcp
+            .is_some_and(|t| !(t.syn && !t.ack) && p.payload.is_empty());
+        if stray && !self.flows.contains_key(&k) {
+            return fed;
+        }
         if !self.flows.contains_key(&k) {
             if self.flows.len() >= MAX_FLOWS
-                && let Some(old) = self.flows.iter().min_by_key(|(_, e)| e.last).map(|(k, _)| *k)
+                && let Some(old) = self
+                    .flows
+                    .iter()
+                    .min_by_key(|(_, e)| e.last)
+                    .map(|(k, _)| *k)
                 && let Some(e) = self.flows.remove(&old)
             {
                 evicted.push(e.flow);
@@ -222,11 +239,14 @@ impl Entry {
             let skip = usize::try_from(behind).unwrap_or(usize::MAX);
             if skip < payload.len() {
                 out.extend_from_slice(&payload[skip..]);
-                self.next = Some(next.wrapping_add(u32::try_from(payload.len() - skip).unwrap_or(0)));
+                self.next =
+                    Some(next.wrapping_add(u32::try_from(payload.len() - skip).unwrap_or(0)));
             }
         } else if self.pending_bytes + payload.len() <= MAX_PENDING {
             self.pending_bytes += payload.len();
-            self.pending.entry(start).or_insert_with(|| payload.to_vec());
+            self.pending
+                .entry(start)
+                .or_insert_with(|| payload.to_vec());
             return out;
         } else {
             // Too much behind a gap: skip the gap.
@@ -237,13 +257,11 @@ impl Entry {
         // Segments that were waiting and now fit.
         loop {
             let Some(at) = self.next else { break };
-            let ready = self
-                .pending
-                .keys()
-                .copied()
-                .find(|s| ahead(at, *s) >= 0);
+            let ready = self.pending.keys().copied().find(|s| ahead(at, *s) >= 0);
             let Some(s) = ready else { break };
-            let Some(seg) = self.pending.remove(&s) else { break };
+            let Some(seg) = self.pending.remove(&s) else {
+                break;
+            };
             self.pending_bytes -= seg.len();
             let skip = usize::try_from(ahead(at, s)).unwrap_or(usize::MAX);
             if skip < seg.len() {
@@ -266,7 +284,14 @@ mod tests {
             dst: to.parse().unwrap(),
             protocol: Protocol::Tcp,
             payload: data,
-            tcp: Some(Tcp { seq, syn, fin, rst: false }),
+            tcp: Some(Tcp {
+                seq,
+                syn,
+                fin,
+                rst: false,
+                ack: !syn || from.ends_with(":443"),
+            }),
+            icmp_error: false,
         }
     }
 
@@ -283,16 +308,39 @@ mod tests {
         let f = t.feed(&tcp(s, c, 5000, true, false, b""), now, &mut ev);
         assert!(!f.began && f.outbound.is_empty());
         // A segment ahead of a gap waits; the gap's segment releases both.
-        assert!(t.feed(&tcp(c, s, 106, false, false, b"world"), now, &mut ev).outbound.is_empty());
-        assert_eq!(t.feed(&tcp(c, s, 100, false, false, b"hello "), now, &mut ev).outbound, b"hello world");
+        assert!(
+            t.feed(&tcp(c, s, 106, false, false, b"world"), now, &mut ev)
+                .outbound
+                .is_empty()
+        );
+        assert_eq!(
+            t.feed(&tcp(c, s, 100, false, false, b"hello "), now, &mut ev)
+                .outbound,
+            b"hello world"
+        );
         // A retransmission overlapping the end adds only what is new.
-        assert_eq!(t.feed(&tcp(c, s, 109, false, false, b"ld!!"), now, &mut ev).outbound, b"!!");
-        assert!(t.feed(&tcp(c, s, 100, false, false, b"hello"), now, &mut ev).outbound.is_empty());
+        assert_eq!(
+            t.feed(&tcp(c, s, 109, false, false, b"ld!!"), now, &mut ev)
+                .outbound,
+            b"!!"
+        );
+        assert!(
+            t.feed(&tcp(c, s, 100, false, false, b"hello"), now, &mut ev)
+                .outbound
+                .is_empty()
+        );
         t.feed(&tcp(c, s, 113, false, true, b""), now, &mut ev);
         let f = t.feed(&tcp(s, c, 5001, false, true, b""), now, &mut ev);
         assert!(f.ended);
         let flow = f.flow.unwrap();
         assert_eq!((flow.bytes_out, flow.packets_in), (20, 2));
+        assert!(t.is_empty());
+        // A last ACK after the end is no new flow.
+        assert!(
+            t.feed(&tcp(s, c, 5002, false, false, b""), now, &mut ev)
+                .flow
+                .is_none()
+        );
         assert!(t.is_empty());
     }
 
@@ -304,12 +352,16 @@ mod tests {
             protocol: Protocol::Udp,
             payload: data,
             tcp: None,
+            icmp_error: false,
         };
         let mut t = Table::new();
         let now = Instant::now();
         let mut ev = Vec::new();
         assert_eq!(t.feed(&udp(b"AKIA"), now, &mut ev).outbound, b"AKIA");
-        assert_eq!(t.feed(&udp(b"XYZ"), now, &mut ev).flow.unwrap().packets_out, 2);
+        assert_eq!(
+            t.feed(&udp(b"XYZ"), now, &mut ev).flow.unwrap().packets_out,
+            2
+        );
         assert!(t.expire(now).is_empty());
         assert_eq!(t.expire(now + IDLE).len(), 1);
     }
@@ -327,6 +379,7 @@ mod tests {
                 protocol: Protocol::Udp,
                 payload: b"x",
                 tcp: None,
+                icmp_error: false,
             };
             t.feed(&p, now, &mut ev);
         }

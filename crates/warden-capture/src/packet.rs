@@ -44,6 +44,8 @@ pub struct Tcp {
     pub fin: bool,
     /// RST set.
     pub rst: bool,
+    /// ACK set.
+    pub ack: bool,
 }
 
 /// One packet, read.
@@ -60,6 +62,9 @@ pub struct Packet<'a> {
     pub payload: &'a [u8],
     /// TCP's sequence and flags.
     pub tcp: Option<Tcp>,
+    /// An ICMP error (unreachable, time exceeded, parameter problem, too big…): the kernel's
+    /// answer to another packet, which it quotes; never a flow of its own.
+    pub icmp_error: bool,
 }
 
 /// Read an IP packet (v4 or v6, no link header).
@@ -87,11 +92,13 @@ pub fn parse(bytes: &[u8]) -> Option<Packet<'_>> {
             dst: at(dst, t.destination_port()),
             protocol: Protocol::Tcp,
             payload: t.payload(),
+            icmp_error: false,
             tcp: Some(Tcp {
                 seq: t.sequence_number(),
                 syn: t.syn(),
                 fin: t.fin(),
                 rst: t.rst(),
+                ack: t.ack(),
             }),
         },
         Some(TransportSlice::Udp(u)) => Packet {
@@ -100,6 +107,7 @@ pub fn parse(bytes: &[u8]) -> Option<Packet<'_>> {
             protocol: Protocol::Udp,
             payload: u.payload(),
             tcp: None,
+            icmp_error: false,
         },
         Some(TransportSlice::Icmpv4(i)) => Packet {
             src: at(src, 0),
@@ -107,6 +115,8 @@ pub fn parse(bytes: &[u8]) -> Option<Packet<'_>> {
             protocol: Protocol::Icmp,
             payload: i.payload(),
             tcp: None,
+            // Destination unreachable, source quench, redirect, time exceeded, parameter problem.
+            icmp_error: matches!(i.type_u8(), 3 | 4 | 5 | 11 | 12),
         },
         Some(TransportSlice::Icmpv6(i)) => Packet {
             src: at(src, 0),
@@ -114,6 +124,8 @@ pub fn parse(bytes: &[u8]) -> Option<Packet<'_>> {
             protocol: Protocol::Icmp,
             payload: i.payload(),
             tcp: None,
+            // Destination unreachable, packet too big, time exceeded, parameter problem.
+            icmp_error: matches!(i.type_u8(), 1..=4),
         },
         None => Packet {
             src: at(src, 0),
@@ -121,6 +133,7 @@ pub fn parse(bytes: &[u8]) -> Option<Packet<'_>> {
             protocol: Protocol::Other(number),
             payload: ip_payload,
             tcp: None,
+            icmp_error: false,
         },
     };
     Some(packet)
@@ -144,10 +157,14 @@ mod tests {
         assert_eq!(p.dst, "203.0.113.7:443".parse().unwrap());
         assert!(p.tcp.unwrap().syn);
         let mut out = Vec::new();
-        PacketBuilder::ipv6([0; 16], [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1], 64)
-            .udp(5000, 9999)
-            .write(&mut out, b"hello")
-            .unwrap();
+        PacketBuilder::ipv6(
+            [0; 16],
+            [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+            64,
+        )
+        .udp(5000, 9999)
+        .write(&mut out, b"hello")
+        .unwrap();
         let p = parse(&out).unwrap();
         assert_eq!((p.protocol, p.payload), (Protocol::Udp, &b"hello"[..]));
         let mut out = Vec::new();

@@ -90,7 +90,9 @@ impl Pcap {
         }
         let block = EnhancedPacketBlock {
             interface_id: 0,
-            timestamp: at.duration_since(SystemTime::UNIX_EPOCH).unwrap_or(Duration::ZERO),
+            timestamp: at
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .unwrap_or(Duration::ZERO),
             original_len: u32::try_from(data.len()).unwrap_or(u32::MAX),
             data: Cow::Borrowed(data),
             options: Vec::<EnhancedPacketOption>::new(),
@@ -132,7 +134,14 @@ mod tests {
         let w = p.finish(10).unwrap();
         assert!(w.left_out > 0 && w.packets > 0, "{w:?}");
         let bytes = std::fs::read(&path).unwrap();
-        assert_eq!(&bytes[..4], &[0x0a, 0x0d, 0x0d, 0x0a], "a section header first");
-        assert!(Pcap::create(&path, 400).is_err(), "an existing file is never overwritten");
+        assert_eq!(
+            &bytes[..4],
+            &[0x0a, 0x0d, 0x0d, 0x0a],
+            "a section header first"
+        );
+        assert!(
+            Pcap::create(&path, 400).is_err(),
+            "an existing file is never overwritten"
+        );
     }
 }

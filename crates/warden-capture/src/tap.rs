@@ -90,7 +90,11 @@ pub struct Tap {
 impl Tap {
     /// Join `netns` on a new thread and capture there until [`Tap::stop`]. Returns once the
     /// packet socket is open (or why it could not be).
-    pub fn start(netns: OwnedFd, observer: Arc<dyn Observer>, config: Config) -> Result<Tap, String> {
+    pub fn start(
+        netns: OwnedFd,
+        observer: Arc<dyn Observer>,
+        config: Config,
+    ) -> Result<Tap, String> {
         let (wake_r, wake_w) =
             nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)
                 .map_err(|e| format!("pipe: {e}"))?;
@@ -155,7 +159,11 @@ impl Tap {
     /// observer.
     pub fn sync(&self) {
         let (tx, rx) = mpsc::sync_channel(1);
-        let sent = self.syncs.lock().map(|s| s.send(tx).is_ok()).unwrap_or(false);
+        let sent = self
+            .syncs
+            .lock()
+            .map(|s| s.send(tx).is_ok())
+            .unwrap_or(false);
         if sent {
             let _ = nix::unistd::write(&self.wake, b"s");
             let _ = rx.recv_timeout(SYNC_WAIT);
@@ -322,5 +330,9 @@ fn kernel_drops(sock: &OwnedFd) -> u64 {
             &raw mut len,
         )
     };
-    if rc == 0 { u64::from(stats.tp_drops) } else { 0 }
+    if rc == 0 {
+        u64::from(stats.tp_drops)
+    } else {
+        0
+    }
 }

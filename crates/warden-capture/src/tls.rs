@@ -16,8 +16,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose,
-    IsCa, Issuer, KeyPair, KeyUsagePurpose,
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose,
 };
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::server::{Acceptor, ServerConfig};
@@ -161,7 +161,9 @@ impl Authority {
     ) -> Outcome {
         let deadline = Instant::now() + time;
         let timeouts = |s: &TcpStream| {
-            let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+            let left = deadline
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(1));
             let _ = s.set_read_timeout(Some(left));
             let _ = s.set_write_timeout(Some(left));
         };
@@ -208,12 +210,18 @@ impl Authority {
             timeouts(&stream);
             if let Err(e) = conn.complete_io(&mut stream) {
                 let reason = match e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
-                    Some(rustls::Error::AlertReceived(a)) => format!("the client sent the alert {a:?}"),
+                    Some(rustls::Error::AlertReceived(a)) => {
+                        format!("the client sent the alert {a:?}")
+                    }
                     Some(other) => other.to_string(),
                     None if e.kind() == std::io::ErrorKind::UnexpectedEof => {
                         "the client closed the connection during the handshake".into()
                     }
-                    None if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                    None if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                    {
                         "the client went silent during the handshake".into()
                     }
                     None => e.to_string(),
@@ -221,7 +229,9 @@ impl Authority {
                 return Outcome::Refused { sni, reason };
             }
         }
-        let alpn = conn.alpn_protocol().map(|p| String::from_utf8_lossy(p).into_owned());
+        let alpn = conn
+            .alpn_protocol()
+            .map(|p| String::from_utf8_lossy(p).into_owned());
         // What the client sends inside.
         let mut plaintext = Vec::new();
         let mut buf = [0u8; 8192];
@@ -306,7 +316,11 @@ mod tests {
     }
 
     /// Run a client with `trust` against an interception; the outcome and what the client got.
-    fn exchange(trust: Option<&str>, authority: &Authority, send: &'static [u8]) -> (Outcome, bool) {
+    fn exchange(
+        trust: Option<&str>,
+        authority: &Authority,
+        send: &'static [u8],
+    ) -> (Outcome, bool) {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
         let config = client_config(trust);
@@ -327,7 +341,11 @@ mod tests {
     fn a_client_that_trusts_the_run_is_read_and_one_that_does_not_is_refused() {
         let a = Authority::new().unwrap();
         let pem = a.cert_pem().to_owned();
-        let (out, sent) = exchange(Some(&pem), &a, b"POST /x HTTP/1.1\r\nHost: drop.invalid\r\n\r\n");
+        let (out, sent) = exchange(
+            Some(&pem),
+            &a,
+            b"POST /x HTTP/1.1\r\nHost: drop.invalid\r\n\r\n",
+        );
         assert!(sent);
         match out {
             Outcome::Opened { sni, plaintext, .. } => {

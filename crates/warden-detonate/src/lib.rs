@@ -76,6 +76,9 @@ pub struct Options {
     pub osv: warden_scan::OsvSource,
     /// A browser to offer to a server that drives one (`auto`: the first one installed).
     pub browser: Option<PathBuf>,
+    /// Write the session's traffic (every packet of the server's network namespace) to this
+    /// pcapng file.
+    pub pcap: Option<PathBuf>,
 }
 
 impl Default for Options {
@@ -98,6 +101,7 @@ impl Default for Options {
             remote: None,
             allow_payloads_remote: false,
             browser: None,
+            pcap: None,
         }
     }
 }

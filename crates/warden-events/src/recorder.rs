@@ -28,8 +28,9 @@ pub fn reserved(kind: EventKind) -> bool {
 }
 
 /// The kinds [`reserved`] keeps past the caps, for reports that say what was kept whole.
-pub const RESERVED_KINDS: [EventKind; 12] = [
+pub const RESERVED_KINDS: [EventKind; 13] = [
     EventKind::CanarySeen,
+    EventKind::TlsRefused,
     EventKind::SandboxLimitHit,
     EventKind::SandboxExited,
     EventKind::McpInitialize,

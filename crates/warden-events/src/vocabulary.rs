@@ -45,6 +45,17 @@ pub enum EventKind {
     /// Bytes were sent.
     #[serde(rename = "net.send")]
     NetSend,
+    /// A flow seen at the network boundary (any protocol, whatever syscall sent it): its
+    /// endpoints, packets and bytes each way.
+    #[serde(rename = "net.flow")]
+    NetFlow,
+    /// A TLS client would not go on with the chamber's certificate (it pins, or trusts only
+    /// its own store).
+    #[serde(rename = "tls.refused")]
+    TlsRefused,
+    /// A link was made (`link`, `linkat`, `symlink`, `symlinkat`).
+    #[serde(rename = "file.link")]
+    FileLink,
     /// An environment variable was read (in-process observation).
     #[serde(rename = "env.read")]
     EnvRead,

@@ -206,6 +206,15 @@ pub struct Policy {
     /// Plant a decoy home and canary credentials and report every canary that shows up where
     /// it should not (implies `trace`).
     pub decoys: bool,
+    /// With decoys: open TLS in the capture network with an authority made for the run and
+    /// trusted inside the jail (its system store, `SSL_CERT_FILE`, `REQUESTS_CA_BUNDLE`,
+    /// `NODE_EXTRA_CA_CERTS`, `CURL_CA_BUNDLE`), so what a client sends inside TLS is read.
+    #[serde(default)]
+    pub open_tls: bool,
+    /// Write every packet of the jail's network namespace to this pcapng file (created; it
+    /// must not exist). Implies `trace`.
+    #[serde(default)]
+    pub pcap: Option<PathBuf>,
     /// How the tracer's DNS stub answers.
     pub dns: warden_trace::DnsMode,
     /// The attribution window open from the very start of a traced run (the caller can switch
@@ -277,6 +286,8 @@ impl Default for Policy {
             binds: Vec::new(),
             tmpfs: Vec::new(),
             decoys: false,
+            open_tls: false,
+            pcap: None,
             dns: warden_trace::DnsMode::FakeIp,
             initial_window: None,
             egress: Vec::new(),
@@ -318,7 +329,11 @@ fn check_target(target: &Path) -> Result<(), PolicyError> {
 impl Policy {
     /// Whether the run is observed: asked for, or implied by decoys or an egress allowlist.
     pub fn traced(&self) -> bool {
-        self.trace || self.decoys || !self.egress.is_empty() || !self.targets.is_empty()
+        self.trace
+            || self.decoys
+            || self.pcap.is_some()
+            || !self.egress.is_empty()
+            || !self.targets.is_empty()
     }
 
     /// The direct targets, parsed (entries were checked by [`Policy::validate`]).

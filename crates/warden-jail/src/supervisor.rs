@@ -293,7 +293,12 @@ pub fn supervise_with(
             .as_ref()
             .and_then(|o| o.decoys.as_ref())
             .map(|d| d.canaries.clone());
-        Arc::new(Hub::new(MAX_EVENTS, observer.sink, canaries))
+        let capture = crate::trace::net::Capture {
+            tap: canaries.is_some() || policy.pcap.is_some(),
+            pcap: policy.pcap.clone(),
+            authority: observation.as_ref().and_then(|o| o.authority.clone()),
+        };
+        Arc::new(Hub::new(MAX_EVENTS, observer.sink, canaries).with_capture(capture))
     });
     // A prepared run's trace starts with its command (see `release`).
     if let Some(hub) = hub.as_ref().filter(|_| !req.deferred) {
@@ -755,6 +760,7 @@ fn start_tracing(
         policy.dns,
         policy.egress.clone(),
         policy.target_list(),
+        hub.capture().clone(),
     )
     .map_err(|e| SetupFailure::plain(Stage::Supervisor, format!("capture network: {e}")))?;
     let net = Arc::new(net);
@@ -794,15 +800,18 @@ fn start_tracing(
 }
 
 /// Stop the tracing threads (the tree is gone) and wait for them.
-fn stop_tracing(mut t: Tracing) -> Arc<Hub> {
+/// Returns the hub and what the boundary capture saw (`null` without one).
+fn stop_tracing(mut t: Tracing) -> (Arc<Hub>, serde_json::Value) {
     t.stop.store(true, Ordering::Release);
     if let Some(thread) = t.thread.take() {
         let _ = thread.join();
     }
+    let mut capture = serde_json::Value::Null;
     if let Some(net) = t.net.take() {
         net.stop();
+        capture = net.capture_summary();
     }
-    t.hub
+    (t.hub, capture)
 }
 
 /// Longest control line kept (a recorded event carries a tool call's arguments).
@@ -825,6 +834,10 @@ fn read_control(t: &mut Tracing, fd: BorrowedFd<'_>) -> bool {
         let line: Vec<u8> = t.pending.drain(..=end).collect();
         match serde_json::from_slice::<serde_json::Value>(&line) {
             Ok(v) if v.get("window").is_some() => {
+                // What the boundary saw so far belongs to the window closing.
+                if let Some(net) = &t.net {
+                    net.sync_capture();
+                }
                 let name = v["window"].as_str().map(str::to_owned);
                 t.hub.set_window(name, v["seq"].as_u64());
             }
@@ -1102,7 +1115,7 @@ fn finish(
         }),
     };
     let (events, events_dropped) = match hub {
-        Some(hub) => {
+        Some((hub, capture)) => {
             use warden_events::EventKind;
             if let Some(kind) = limit_hit {
                 hub.record(
@@ -1127,6 +1140,8 @@ fn finish(
                     "pids": by_cgroup(&enforcement.pids),
                     "cgroup_v2": enforcement.cgroup_v2,
                 },
+                // What the network boundary's packet capture saw (null: none ran).
+                "capture": capture,
             });
             hub.record(EventKind::SandboxExited, None, data);
             hub.take()

@@ -208,6 +208,11 @@ pub struct DetonateArgs {
     /// Google Chrome.
     #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "auto")]
     pub browser: Option<PathBuf>,
+    /// Write the session's traffic to FILE as pcapng (every packet the server's network
+    /// namespace sent or was answered with, raw IP; tshark and Wireshark read it). An existing
+    /// regular file is replaced. At most 256 MiB: packets past that are counted, not written.
+    #[arg(long, value_name = "FILE")]
+    pub pcap: Option<PathBuf>,
     /// Inside a container that masks /proc, when no fresh procfs can be made for the sandbox,
     /// bind the container's own /proc read-only instead of failing (weaker: the sandbox then
     /// sees the container's processes and their command lines).
@@ -363,6 +368,14 @@ pub struct RunArgs {
     /// stderr unless --trace names a file).
     #[arg(long)]
     pub decoys: bool,
+    /// With --decoys: open TLS in the capture network with an authority made for this run and
+    /// trusted inside the sandbox, so what a client sends inside TLS is read and searched.
+    #[arg(long, requires = "decoys")]
+    pub open_tls: bool,
+    /// Write every packet of the sandbox's network namespace to FILE as pcapng (implies
+    /// tracing). An existing regular file is replaced.
+    #[arg(long, value_name = "FILE")]
+    pub pcap: Option<PathBuf>,
     /// How the tracer's DNS stub answers: `fake-ip` (an address that leads to the capture
     /// sink) or `nxdomain`.
     #[arg(long, value_name = "MODE", default_value = "fake-ip", value_parser = ["fake-ip", "nxdomain"])]

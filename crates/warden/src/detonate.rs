@@ -193,6 +193,11 @@ fn detonate(args: &DetonateArgs) -> Result<Gate> {
         remote,
         allow_payloads_remote: args.allow_payloads_remote,
         browser: args.browser.clone(),
+        pcap: args
+            .pcap
+            .as_deref()
+            .map(crate::emit::pcap_file)
+            .transpose()?,
     };
     let mut also = Vec::new();
     for spec in &args.also_output {

@@ -20,3 +20,21 @@ pub fn emit(text: &str, out: Option<&Path>) -> Result<()> {
         }
     }
 }
+
+/// The absolute path a `--pcap FILE` is written to: an existing regular file is removed first
+/// (the capture creates its file and never follows a link); anything else there is an error.
+pub fn pcap_file(file: &std::path::Path) -> anyhow::Result<std::path::PathBuf> {
+    use anyhow::Context;
+    let path = std::path::absolute(file).context("--pcap")?;
+    match std::fs::symlink_metadata(&path) {
+        Ok(m) if m.is_file() => {
+            std::fs::remove_file(&path).with_context(|| format!("--pcap: {}", path.display()))?;
+        }
+        Ok(_) => anyhow::bail!(
+            "--pcap: {} exists and is not a regular file",
+            path.display()
+        ),
+        Err(_) => {}
+    }
+    Ok(path)
+}

@@ -140,6 +140,10 @@ fn policy(args: &RunArgs) -> Result<Policy> {
     p.targets.extend(args.target.iter().cloned());
     p.target_connect_ms = args.target_connect_ms;
     p.decoys |= args.decoys;
+    p.open_tls |= args.open_tls;
+    if let Some(file) = &args.pcap {
+        p.pcap = Some(crate::emit::pcap_file(file)?);
+    }
     p.trace |= args.trace.is_some() || p.traced();
     if args.dns == "nxdomain" {
         p.dns = warden_jail::DnsMode::Nxdomain;

@@ -52,6 +52,35 @@ fn to(data: &Value, by_id: &HashMap<u64, &Value>) -> Option<String> {
                 None => dest,
             })
         }
+        "boundary" => {
+            let proto = s("protocol").unwrap_or_else(|| "network".into());
+            let dest = match (s("address"), data["port"].as_u64()) {
+                (Some(a), Some(p)) => format!("a {proto} flow to {a}:{p}"),
+                (Some(a), None) => format!("a {proto} flow to {a}"),
+                _ => format!("a {proto} flow"),
+            };
+            Some(match s("host") {
+                Some(h) => format!("{dest} (for {h})"),
+                None => dest,
+            })
+        }
+        "tls" => {
+            let linked = data["event"].as_u64().and_then(|id| by_id.get(&id));
+            let name = linked.and_then(|e| e["sni"].as_str().or(e["http_host"].as_str()));
+            let line = linked.and_then(|e| e["request_line"].as_str());
+            let dest = match (s("address"), data["port"].as_u64()) {
+                (Some(a), Some(p)) => format!("a TLS connection to {a}:{p}"),
+                _ => "a TLS connection".into(),
+            };
+            let dest = match name {
+                Some(n) => format!("{dest} (for {})", shown(n)),
+                None => dest,
+            };
+            Some(match line {
+                Some(l) => format!("{dest}, inside the request {}", shown(l)),
+                None => dest,
+            })
+        }
         "file" => Some(format!("the file {}", s("path")?)),
         "tool_result" | "output" => Some("a tool's result".into()),
         "error" => Some("an error message".into()),

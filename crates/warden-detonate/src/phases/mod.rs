@@ -29,6 +29,7 @@ pub fn base_policy(budget: std::time::Duration, options: &Options) -> Policy {
     let mut policy = Policy {
         trace: true,
         decoys: true,
+        open_tls: true,
         allow_host_proc: options.allow_host_proc,
         ..Policy::default()
     };

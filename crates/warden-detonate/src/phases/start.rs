@@ -90,6 +90,7 @@ pub fn start(options: &Options, source: &Source, install: &Install) -> Result<St
     for (k, v) in &options.env {
         policy.env.insert(k.clone(), v.clone());
     }
+    policy.pcap.clone_from(&options.pcap);
     let mut resolved = resolved;
     let mut runtime = Vec::new();
     if blocked.is_none() {

@@ -26,6 +26,7 @@
 //! the harness's events) are never folded. With decoys on, every byte it is shown is also searched for the run's
 //! canaries, and each find becomes a `canary.seen` event.
 
+pub mod boundary;
 pub mod egress;
 pub mod links;
 pub mod net;
@@ -55,6 +56,8 @@ pub type Sink = Box<dyn Write + Send>;
 pub struct Hub {
     state: Mutex<State>,
     canaries: Option<Canaries>,
+    /// The run's boundary capture, as asked for.
+    capture: net::Capture,
 }
 
 struct State {
@@ -223,7 +226,20 @@ impl Hub {
                 hasher: std::collections::hash_map::RandomState::new(),
             }),
             canaries,
+            capture: net::Capture::default(),
         }
+    }
+
+    /// The same hub, with the boundary capture `capture` for its network.
+    #[must_use]
+    pub fn with_capture(mut self, capture: net::Capture) -> Hub {
+        self.capture = capture;
+        self
+    }
+
+    /// The boundary capture asked for.
+    pub fn capture(&self) -> &net::Capture {
+        &self.capture
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {

@@ -87,6 +87,24 @@ pub enum TargetAnswer {
     NotStream,
 }
 
+/// The boundary capture of a run (see `warden-capture`).
+#[derive(Debug, Clone, Default)]
+pub struct Capture {
+    /// Run the packet tap (every flow's bytes to the matcher, `net.flow` events).
+    pub tap: bool,
+    /// Write the traffic to this pcapng file.
+    pub pcap: Option<std::path::PathBuf>,
+    /// Open TLS with this authority (the jail trusts it).
+    pub authority: Option<Arc<warden_capture::Authority>>,
+}
+
+/// TLS connections opened at once, at most (more are closed after their hello, as before).
+const MAX_TLS: usize = 32;
+/// How long an opened TLS connection is read, at most.
+const TLS_TIME: Duration = Duration::from_secs(3);
+/// Plaintext read from an opened TLS connection, at most.
+const TLS_CAPTURE: usize = 1 << 20;
+
 /// The running capture network.
 #[derive(Debug)]
 pub struct Net {
@@ -99,6 +117,9 @@ pub struct Net {
     targets: Option<Arc<Targets>>,
     parking: Option<Arc<Parking>>,
     connector: Option<Connector>,
+    tap: Option<warden_capture::Tap>,
+    /// What the tap saw, once stopped (or why there was none).
+    capture: Mutex<serde_json::Value>,
 }
 
 /// Direct targets of a run: the parsed list and how long a real connect may take.
@@ -134,7 +155,13 @@ impl Net {
         mode: DnsMode,
         egress: Vec<String>,
         targets: TargetList,
+        capture: Capture,
     ) -> Result<Net, String> {
+        let tap_ns = if capture.tap {
+            Some(netns.try_clone().map_err(|e| format!("netns: {e}"))?)
+        } else {
+            None
+        };
         let (wake_r, wake_w) =
             nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)
                 .map_err(|e| format!("pipe: {e}"))?;
@@ -173,6 +200,8 @@ impl Net {
         let (stub2, stop2) = (stub.clone(), stop.clone());
         let (egress2, forwarder2, targets2) = (egress.clone(), forwarder.clone(), targets.clone());
         let (hub2, park) = (hub.clone(), targets.is_some());
+        let authority = capture.authority.clone();
+        let tap_on = tap_ns.is_some();
         let thread = std::thread::Builder::new()
             .name("warden-net".into())
             .spawn(move || {
@@ -198,6 +227,9 @@ impl Net {
                     egress: egress2,
                     forwarder: forwarder2,
                     targets: targets2,
+                    authority,
+                    tls_open: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+                    tap: tap_on,
                 };
                 serve.run(&stop2);
             })
@@ -219,6 +251,21 @@ impl Net {
                     }
                     _ => None,
                 };
+                let mut status = json!(null);
+                let tap = tap_ns.and_then(|ns| {
+                    let observer =
+                        Arc::new(super::boundary::Boundary::new(hub.clone(), stub.clone()));
+                    let config = warden_capture::Config {
+                        pcap: capture.pcap.clone(),
+                        pcap_cap: 0,
+                    };
+                    warden_capture::Tap::start(ns, observer, config)
+                        .map_err(|e| {
+                            tracing::warn!("the boundary capture is off: {e}");
+                            status = json!({ "error": e });
+                        })
+                        .ok()
+                });
                 Ok(Net {
                     listeners,
                     stub,
@@ -229,6 +276,8 @@ impl Net {
                     targets,
                     parking,
                     connector,
+                    tap,
+                    capture: Mutex::new(status),
                 })
             }
             Ok(Err(e)) => {
@@ -352,6 +401,20 @@ impl Net {
         warden_trace::hosts::allowed(&self.egress, host, port)
     }
 
+    /// Wait until the boundary capture has seen every packet sent so far (before a new
+    /// attribution window opens).
+    pub fn sync_capture(&self) {
+        if let Some(t) = &self.tap {
+            t.sync();
+        }
+    }
+
+    /// What the boundary capture saw (after [`Net::stop`]): packets, flows, drops, the pcapng
+    /// file; or why there was no capture; `null` when none was asked for.
+    pub fn capture_summary(&self) -> serde_json::Value {
+        self.capture.lock().map(|c| c.clone()).unwrap_or_default()
+    }
+
     /// Stop serving (connections still held and forwards are recorded first).
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Release);
@@ -361,6 +424,22 @@ impl Net {
         let _ = nix::unistd::write(&self.listeners.wake, b"x");
         if let Some(t) = self.thread.lock().ok().and_then(|mut t| t.take()) {
             let _ = t.join();
+        }
+        if let Some(tap) = &self.tap {
+            let s = tap.stop();
+            let pcap = s
+                .pcap
+                .map(|w| json!({ "packets": w.packets, "left_out": w.left_out }));
+            if let Ok(mut c) = self.capture.lock() {
+                *c = json!({
+                    "packets": s.packets,
+                    "flows": s.flows,
+                    "dropped": s.dropped,
+                    "unreadable": s.unreadable,
+                    "pcap": pcap,
+                    "pcap_error": s.pcap_error,
+                });
+            }
         }
         if let Some(f) = &self.forwarder {
             f.join();
@@ -431,6 +510,12 @@ struct Serve {
     egress: Vec<String>,
     forwarder: Option<Arc<Forwarder>>,
     targets: Option<Arc<Targets>>,
+    /// Opens TLS, when the run has an authority.
+    authority: Option<Arc<warden_capture::Authority>>,
+    /// TLS connections being opened now.
+    tls_open: Arc<std::sync::atomic::AtomicUsize>,
+    /// Whether the boundary tap searches every byte (then the sink's own search is skipped).
+    tap: bool,
 }
 
 impl Serve {
@@ -488,7 +573,7 @@ impl Serve {
                 let mut c = c;
                 let done = (r && (read_some(&mut c) || whole(&c.buf))) || c.since.elapsed() >= HOLD;
                 if done {
-                    self.finish(c);
+                    self.finish_or_open(c);
                 } else {
                     keep.push(c);
                 }
@@ -599,17 +684,76 @@ impl Serve {
         warden_trace::hosts::allowed(&self.egress, name, dest.port()).then(|| name.to_owned())
     }
 
-    fn finish(&self, c: Conn) {
-        let sniffed = warden_trace::sniff(&c.buf);
-        let preview: String = String::from_utf8_lossy(&c.buf[..c.buf.len().min(512)]).into_owned();
-        let host = match c.dest.ip() {
+    /// A TLS hello is answered with the run's authority (on a thread of its own, at most
+    /// [`MAX_TLS`] at once); anything else is recorded and closed.
+    fn finish_or_open(&self, c: Conn) {
+        let hello = c.buf.len() >= 6 && c.buf[0] == 0x16 && c.buf[1] == 0x03 && c.buf[5] == 0x01;
+        let Some(authority) = self.authority.clone().filter(|_| hello) else {
+            return self.finish(c);
+        };
+        if self.tls_open.fetch_add(1, Ordering::AcqRel) >= MAX_TLS {
+            self.tls_open.fetch_sub(1, Ordering::AcqRel);
+            return self.finish(c);
+        }
+        let stream = match c.stream.try_clone() {
+            Ok(s) => s,
+            Err(_) => {
+                self.tls_open.fetch_sub(1, Ordering::AcqRel);
+                return self.finish(c);
+            }
+        };
+        let hello_id = self.record_send(&c);
+        let (hub, open, host) = (
+            self.hub.clone(),
+            self.tls_open.clone(),
+            self.host_of(c.dest),
+        );
+        let (dest, first) = (c.dest, c.buf);
+        let spawned = std::thread::Builder::new()
+            .name("warden-tls".into())
+            .spawn(move || {
+                let out =
+                    authority.intercept(stream, &first, dest.ip(), TLS_TIME, TLS_CAPTURE, &whole);
+                super::boundary::record_tls(&hub, dest, host, hello_id, out);
+                open.fetch_sub(1, Ordering::AcqRel);
+            });
+        if spawned.is_err() {
+            self.tls_open.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    fn host_of(&self, dest: SocketAddr) -> Option<String> {
+        match dest.ip() {
             IpAddr::V4(v4) => self
                 .stub
                 .lock()
                 .ok()
                 .and_then(|s| s.name_of(v4).map(str::to_owned)),
             IpAddr::V6(_) => None,
-        };
+        }
+    }
+
+    fn finish(&self, c: Conn) {
+        let id = self.record_send(&c);
+        // The tap searches every byte of the flow; without it, the sink's first bytes are
+        // what there is.
+        if self.tap {
+            return;
+        }
+        let ctx = json!({
+            "where": "net",
+            "address": c.dest.ip().to_string(),
+            "port": c.dest.port(),
+            "event": id,
+        });
+        self.hub.scan(&c.buf, None, &ctx);
+    }
+
+    /// The `net.send` event of what a connection's first message was.
+    fn record_send(&self, c: &Conn) -> Option<u64> {
+        let sniffed = warden_trace::sniff(&c.buf);
+        let preview: String = String::from_utf8_lossy(&c.buf[..c.buf.len().min(512)]).into_owned();
+        let host = self.host_of(c.dest);
         let data = json!({
             "address": c.dest.ip().to_string(),
             "port": c.dest.port(),
@@ -622,21 +766,14 @@ impl Serve {
             "http_host": sniffed.host,
             "preview": preview,
         });
-        let id = self.hub.record(EventKind::NetSend, None, data);
-        let ctx = json!({
-            "where": "net",
-            "address": c.dest.ip().to_string(),
-            "port": c.dest.port(),
-            "event": id,
-        });
-        self.hub.scan(&c.buf, None, &ctx);
+        self.hub.record(EventKind::NetSend, None, data)
     }
 }
 
 /// Whether `buf` holds a whole first message that waits for an answer: a TLS handshake record
 /// (the ClientHello, its SNI captured), or an HTTP request with all of its body (by
 /// `Content-Length`, or the last chunk). Anything else is held until it ends or the hold does.
-fn whole(buf: &[u8]) -> bool {
+pub fn whole(buf: &[u8]) -> bool {
     if buf.len() >= 5 && buf[0] == 0x16 && buf[1] == 0x03 {
         let len = usize::from(u16::from_be_bytes([buf[3], buf[4]]));
         return buf.len() >= 5 + len;

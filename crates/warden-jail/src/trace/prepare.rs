@@ -33,6 +33,8 @@ pub struct Observation {
     _dir: Option<tempfile::TempDir>,
     /// The run's decoys, when on.
     pub decoys: Option<Decoys>,
+    /// The run's TLS authority, when TLS is opened (`open_tls` with decoys).
+    pub authority: Option<std::sync::Arc<warden_capture::Authority>>,
 }
 
 fn fail(what: &str, e: &std::io::Error) -> JailError {
@@ -268,11 +270,86 @@ pub fn prepare(policy: &mut Policy) -> Result<Option<Observation>, JailError> {
     } else {
         None
     };
+    let authority = if decoys.is_some() && policy.open_tls {
+        let base = match &dir {
+            Some(own) => own.path().to_path_buf(),
+            None => dir.insert(own_dir()?).path().to_path_buf(),
+        };
+        match warden_capture::Authority::new() {
+            Ok(a) => {
+                trust(policy, &base, a.cert_pem())?;
+                Some(std::sync::Arc::new(a))
+            }
+            Err(e) => {
+                tracing::warn!("TLS is not opened in this run: {e}");
+                None
+            }
+        }
+    } else {
+        None
+    };
     Ok(Some(Observation {
         home_mount,
         _dir: dir,
         decoys,
+        authority,
     }))
+}
+
+/// Where the run's trust files appear inside the jail.
+pub const TRUST_MOUNT: &str = "/.warden-ca";
+/// The system trust bundles of the distributions whose `/etc/ssl` the jail shows.
+const SYSTEM_BUNDLES: [&str; 2] = ["/etc/ssl/certs/ca-certificates.crt", "/etc/ssl/cert.pem"];
+
+/// Make the jail trust the run's authority `pem`: a bundle of the system's roots and it
+/// (bound over the system bundle, and named by `SSL_CERT_FILE`, `REQUESTS_CA_BUNDLE`,
+/// `CURL_CA_BUNDLE`, `GIT_SSL_CAINFO`), and the authority alone for `NODE_EXTRA_CA_CERTS`
+/// (Node adds it to its own store). What the operator set explicitly stays.
+fn trust(policy: &mut Policy, base: &Path, pem: &str) -> Result<(), JailError> {
+    let dir = base.join("trust");
+    mkdir(&dir, 0o755)?;
+    let system = SYSTEM_BUNDLES
+        .iter()
+        .find_map(|p| std::fs::read_to_string(p).ok())
+        .unwrap_or_default();
+    let mut bundle = system;
+    if !bundle.is_empty() && !bundle.ends_with('\n') {
+        bundle.push('\n');
+    }
+    bundle.push_str(pem);
+    write(&dir.join("ca-certificates.crt"), bundle.as_bytes(), 0o644)?;
+    write(&dir.join("warden-ca.pem"), pem.as_bytes(), 0o644)?;
+    policy.binds.push(Bind {
+        source: dir.clone(),
+        target: Some(PathBuf::from(TRUST_MOUNT)),
+        writable: false,
+    });
+    for system in SYSTEM_BUNDLES {
+        if Path::new(system).is_file() {
+            policy.binds.push(Bind {
+                source: dir.join("ca-certificates.crt"),
+                target: Some(PathBuf::from(system)),
+                writable: false,
+            });
+        }
+    }
+    let bundle = format!("{TRUST_MOUNT}/ca-certificates.crt");
+    for name in [
+        "SSL_CERT_FILE",
+        "REQUESTS_CA_BUNDLE",
+        "CURL_CA_BUNDLE",
+        "GIT_SSL_CAINFO",
+    ] {
+        policy
+            .env
+            .entry(name.into())
+            .or_insert_with(|| bundle.clone());
+    }
+    policy
+        .env
+        .entry("NODE_EXTRA_CA_CERTS".into())
+        .or_insert_with(|| format!("{TRUST_MOUNT}/warden-ca.pem"));
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,4 +1,5 @@
 mod blockers;
+mod boundary;
 mod common;
 mod containers;
 mod detonate;

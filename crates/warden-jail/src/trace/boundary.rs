@@ -1,0 +1,281 @@
+//! The run's side of the boundary capture (`warden-capture`): what the tap's flows mean for a
+//! run. A flow *leaves* when its initiator sent it to an address other than loopback (every
+//! such address is the capture network's, so nothing really left; the flow is what the
+//! program tried to send out). For each such flow, every byte its initiator sent is searched
+//! for the run's canaries, as one stream (a secret split over segments or datagrams is
+//! whole again), and its end is a `net.flow` event with what was counted.
+//!
+//! Guarantees: each canary is reported once per flow, with the transformation that found it
+//! and `where: "boundary"`; the carry-over between chunks is bounded ([`OVERLAP`]); flows of
+//! the jail's own loopback (a server and its own helper, the DNS stub) are not judged here.
+
+use std::collections::{HashMap, HashSet};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+
+use serde_json::json;
+use warden_capture::{Flow, Observer, Protocol};
+use warden_events::EventKind;
+use warden_trace::Stub;
+
+use super::Hub;
+
+/// Bytes carried over between chunks of a flow's stream.
+const OVERLAP: usize = 512;
+/// Bytes of a flow's start kept for its `net.flow` event.
+const PREVIEW: usize = 256;
+
+/// The observer of one run's tap.
+pub struct Boundary {
+    hub: Arc<Hub>,
+    stub: Arc<Mutex<Stub>>,
+    flows: Mutex<HashMap<u64, FlowScan>>,
+}
+
+impl std::fmt::Debug for Boundary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Boundary").finish_non_exhaustive()
+    }
+}
+
+#[derive(Default)]
+struct FlowScan {
+    tail: Vec<u8>,
+    reported: HashSet<String>,
+    preview: Vec<u8>,
+}
+
+/// Whether a flow's initiator sent it out of the jail (to anything but loopback).
+pub fn leaves(flow: &Flow) -> bool {
+    let to = flow.responder;
+    let local = |ip: IpAddr| match ip {
+        IpAddr::V4(v4) => v4.is_loopback() || v4.is_unspecified(),
+        IpAddr::V6(v6) => {
+            v6.is_loopback()
+                || v6.is_unspecified()
+                || v6
+                    .to_ipv4_mapped()
+                    .is_some_and(|v4| v4.is_loopback() || v4.is_unspecified())
+        }
+    };
+    !local(to.ip())
+}
+
+impl Boundary {
+    /// The observer recording into `hub`, naming addresses by the DNS stub's answers.
+    pub fn new(hub: Arc<Hub>, stub: Arc<Mutex<Stub>>) -> Boundary {
+        Boundary {
+            hub,
+            stub,
+            flows: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn host(&self, at: SocketAddr) -> Option<String> {
+        let IpAddr::V4(v4) = at.ip() else { return None };
+        self.stub.lock().ok()?.name_of(v4).map(str::to_owned)
+    }
+
+    fn place(&self, flow: &Flow) -> serde_json::Value {
+        let port = (flow.protocol != Protocol::Icmp).then_some(flow.responder.port());
+        json!({
+            "protocol": flow.protocol.name(),
+            "address": flow.responder.ip().to_string(),
+            "port": port,
+            "host": self.host(flow.responder),
+            "flow": flow.id,
+        })
+    }
+}
+
+impl Observer for Boundary {
+    fn began(&self, flow: &Flow) {
+        if leaves(flow)
+            && let Ok(mut f) = self.flows.lock()
+        {
+            f.insert(flow.id, FlowScan::default());
+        }
+    }
+
+    fn outbound(&self, flow: &Flow, bytes: &[u8]) {
+        if !leaves(flow) {
+            return;
+        }
+        let window = {
+            let Ok(mut flows) = self.flows.lock() else {
+                return;
+            };
+            let scan = flows.entry(flow.id).or_default();
+            if scan.preview.len() < PREVIEW {
+                let take = (PREVIEW - scan.preview.len()).min(bytes.len());
+                scan.preview.extend_from_slice(&bytes[..take]);
+            }
+            let mut window = std::mem::take(&mut scan.tail);
+            window.extend_from_slice(bytes);
+            let keep = window.len().min(OVERLAP);
+            scan.tail = window[window.len() - keep..].to_vec();
+            window
+        };
+        let Some(canaries) = self.hub.canaries() else {
+            return;
+        };
+        for hit in canaries.find(&window) {
+            let new = self.flows.lock().is_ok_and(|mut f| {
+                f.entry(flow.id)
+                    .or_default()
+                    .reported
+                    .insert(hit.planted.clone())
+            });
+            if !new {
+                continue;
+            }
+            let mut data = self.place(flow);
+            if let Some(o) = data.as_object_mut() {
+                o.insert("planted".into(), json!(hit.planted));
+                o.insert("encoding".into(), json!(hit.encoding));
+                o.insert("where".into(), json!("boundary"));
+            }
+            self.hub.record(EventKind::CanarySeen, None, data);
+        }
+    }
+
+    fn ended(&self, flow: &Flow) {
+        if !leaves(flow) {
+            return;
+        }
+        let scan = self.flows.lock().ok().and_then(|mut f| f.remove(&flow.id));
+        let preview = scan
+            .map(|s| String::from_utf8_lossy(&s.preview).into_owned())
+            .unwrap_or_default();
+        let mut data = self.place(flow);
+        if let Some(o) = data.as_object_mut() {
+            o.insert("from_port".into(), json!(flow.initiator.port()));
+            o.insert("packets_out".into(), json!(flow.packets_out));
+            o.insert("bytes_out".into(), json!(flow.bytes_out));
+            o.insert("packets_in".into(), json!(flow.packets_in));
+            o.insert("bytes_in".into(), json!(flow.bytes_in));
+            o.insert("gaps".into(), json!(flow.gaps));
+            o.insert("preview".into(), json!(preview));
+        }
+        self.hub.record(EventKind::NetFlow, None, data);
+    }
+}
+
+/// Record what opening a TLS connection to `dest` gave: the request inside it (a `net.send`
+/// with `captured: "tls"`, its bytes searched for canaries with `where: "tls"`), or the
+/// client's refusal (`tls.refused`). `hello` is the event of the connection's hello.
+pub fn record_tls(
+    hub: &Hub,
+    dest: SocketAddr,
+    host: Option<String>,
+    hello: Option<u64>,
+    out: warden_capture::Outcome,
+) {
+    use warden_capture::Outcome;
+    match out {
+        Outcome::Opened {
+            sni,
+            alpn,
+            plaintext,
+        } => {
+            let sniffed = warden_trace::sniff(&plaintext);
+            let preview = String::from_utf8_lossy(&plaintext[..plaintext.len().min(512)]);
+            let data = json!({
+                "address": dest.ip().to_string(),
+                "port": dest.port(),
+                "host": host,
+                "bytes": plaintext.len(),
+                "captured": "tls",
+                "protocol": sniffed.protocol,
+                "sni": sni,
+                "alpn": alpn,
+                "request_line": sniffed.request_line,
+                "http_host": sniffed.host,
+                "preview": preview,
+                "hello": hello,
+            });
+            let id = hub.record(EventKind::NetSend, None, data);
+            let ctx = json!({
+                "where": "tls",
+                "address": dest.ip().to_string(),
+                "port": dest.port(),
+                "event": id,
+            });
+            hub.scan(&plaintext, None, &ctx);
+        }
+        Outcome::Refused { sni, reason } => {
+            let data = json!({
+                "address": dest.ip().to_string(),
+                "port": dest.port(),
+                "host": host,
+                "sni": sni,
+                "reason": reason,
+                "hello": hello,
+            });
+            hub.record(EventKind::TlsRefused, None, data);
+        }
+        Outcome::Failed { sni, reason } => {
+            tracing::debug!(?sni, %reason, "a TLS hello the chamber could not answer");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flow(to: &str) -> Flow {
+        Flow {
+            id: 1,
+            protocol: Protocol::Udp,
+            initiator: "127.0.0.1:5000".parse().unwrap(),
+            responder: to.parse().unwrap(),
+            packets_out: 0,
+            bytes_out: 0,
+            packets_in: 0,
+            bytes_in: 0,
+            gaps: 0,
+        }
+    }
+
+    #[test]
+    fn only_what_is_sent_out_of_the_jail_leaves() {
+        assert!(leaves(&flow("203.0.113.7:443")));
+        assert!(leaves(&flow("[2001:db8::1]:53")));
+        assert!(!leaves(&flow("127.0.0.53:53")));
+        assert!(!leaves(&flow("[::1]:8080")));
+        assert!(!leaves(&flow("[::ffff:127.0.0.1]:80")));
+    }
+
+    #[test]
+    fn a_canary_split_over_datagrams_is_found_once_per_flow() {
+        let d = warden_trace::Decoys::generate();
+        let token = d.canaries.value("env:GITHUB_TOKEN").unwrap().to_owned();
+        let hub = Arc::new(Hub::new(1000, None, Some(d.canaries.clone())));
+        let b = Boundary::new(
+            hub.clone(),
+            Arc::new(Mutex::new(Stub::new(warden_trace::DnsMode::FakeIp))),
+        );
+        let f = flow("198.51.100.9:9999");
+        b.began(&f);
+        let (a, z) = token.as_bytes().split_at(token.len() / 2);
+        b.outbound(&f, a);
+        b.outbound(&f, z);
+        b.outbound(&f, token.as_bytes());
+        b.ended(&f);
+        let (events, _) = hub.take();
+        let seen: Vec<_> = events
+            .iter()
+            .filter(|e| e.kind == EventKind::CanarySeen)
+            .collect();
+        assert_eq!(seen.len(), 1, "{seen:?}");
+        assert_eq!(seen[0].data["planted"], "env:GITHUB_TOKEN");
+        assert_eq!(seen[0].data["where"], "boundary");
+        assert_eq!(seen[0].data["protocol"], "udp");
+        assert!(
+            events
+                .iter()
+                .any(|e| e.kind == EventKind::NetFlow && e.data["port"] == 9999)
+        );
+    }
+}

@@ -1,0 +1,181 @@
+//! The network boundary of a detonation (issue #32): secrets seen leaving whatever syscall,
+//! protocol or TLS carried them, a pinning client's refusal, and the session's traffic as a
+//! pcapng file tshark reads.
+
+use serde_json::Value;
+
+use super::common::*;
+use super::detonate::detonate;
+
+/// The `canary.seen` events of a report: (planted, encoding, where, window).
+fn sightings(r: &Value) -> Vec<(String, String, String, String)> {
+    r["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "canary.seen")
+        .map(|e| {
+            let s = |v: &Value| v.as_str().unwrap_or("").to_owned();
+            (
+                s(&e["data"]["planted"]),
+                s(&e["data"]["encoding"]),
+                s(&e["data"]["where"]),
+                s(&e["triggered_by"]),
+            )
+        })
+        .collect()
+}
+
+/// The tool each `tool_call:N` window belongs to.
+fn tool_of(r: &Value, window: &str) -> String {
+    let id: u64 = window
+        .strip_prefix("tool_call:")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    r["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["id"] == id)
+        .and_then(|e| e["data"]["tool"].as_str())
+        .unwrap_or("")
+        .to_owned()
+}
+
+/// A server that reads a decoy through a hard link and the token from `posix.environ`, then
+/// sends them by `sendmmsg` over UDP, XORed over several TCP segments, and base64 inside an
+/// HTTPS POST: every route ends CRITICAL with the boundary's or the TLS reader's sighting, and
+/// the session's pcapng holds the flows.
+#[test]
+fn secrets_are_seen_leaving_by_any_route() {
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = dir.path().join("session.pcapng");
+    let pcap_arg = pcap.to_str().unwrap();
+    let (code, out, err) = detonate(
+        "boundary.py",
+        &["--output", "json", "--no-payloads", "--pcap", pcap_arg],
+    );
+    assert_eq!(code, 0, "{err}");
+    let r: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(r["verdict"], "CRITICAL", "{}", r["findings"]);
+    let seen = sightings(&r);
+    let by = |tool: &str, planted: &str, encoding: &str, place: &str| {
+        seen.iter().any(|(p, e, w, win)| {
+            p == planted && e == encoding && w == place && tool_of(&r, win) == tool
+        })
+    };
+    // sendmmsg, 8 bytes a datagram: whole again in the flow's stream.
+    assert!(
+        seen.iter()
+            .any(|(p, _, w, win)| p == "file:~/.aws/credentials"
+                && w == "boundary"
+                && tool_of(&r, win) == "sync"),
+        "{seen:?}"
+    );
+    assert!(
+        seen.iter().any(|(p, _, w, win)| p == "env:GITHUB_TOKEN"
+            && w == "boundary"
+            && tool_of(&r, win) == "sync"),
+        "{seen:?}"
+    );
+    assert!(
+        by("push", "file:~/.aws/credentials", "xor", "boundary"),
+        "{seen:?}"
+    );
+    assert!(
+        by("upload", "env:GITHUB_TOKEN", "base64", "tls"),
+        "{seen:?}"
+    );
+    let f = finding_rows(&r, &[]);
+    for tool in ["sync", "push", "upload"] {
+        assert!(
+            f.iter()
+                .any(|(rule, s, t)| rule == "canary-leaving" && s == "critical" && t == tool),
+            "{tool}: {f:?}"
+        );
+    }
+    // The evidence of each finding is in the report.
+    let ids: std::collections::HashSet<u64> = r["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["id"].as_u64())
+        .collect();
+    for finding in r["findings"].as_array().unwrap() {
+        for id in finding["evidence"].as_array().unwrap() {
+            assert!(ids.contains(&id.as_u64().unwrap()), "{finding}");
+        }
+    }
+    // The TLS request was read: its line is on the event the sighting points at.
+    assert!(
+        r["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["kind"] == "net.send"
+                && e["data"]["captured"] == "tls"
+                && e["data"]["request_line"] == "POST /v1/notes HTTP/1.1"),
+        "no TLS request recorded"
+    );
+    // SARIF carries the same finding.
+    let (code, sarif, err) = detonate("boundary.py", &["--output", "sarif", "--no-payloads"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(sarif.contains("canary-leaving"), "{sarif}");
+    // tshark reads the session's traffic: the three flows and the TLS name.
+    let tshark = std::process::Command::new("tshark")
+        .args([
+            "-r",
+            pcap_arg,
+            "-T",
+            "fields",
+            "-e",
+            "udp.dstport",
+            "-e",
+            "tcp.dstport",
+        ])
+        .args(["-e", "tls.handshake.extensions_server_name"])
+        .output()
+        .expect("tshark (setup.sh installs it)");
+    assert!(
+        tshark.status.success(),
+        "{}",
+        String::from_utf8_lossy(&tshark.stderr)
+    );
+    let fields = String::from_utf8_lossy(&tshark.stdout);
+    for needle in ["4500", "8443", "upload.invalid"] {
+        assert!(
+            fields.contains(needle),
+            "{needle} not in tshark's reading:\n{fields}"
+        );
+    }
+}
+
+/// Node's own fetch posts the token over HTTPS: read inside TLS (Node trusts the run's
+/// authority through NODE_EXTRA_CA_CERTS). A client that trusts only its own certificate is a
+/// `tls.refused`, never silence.
+#[test]
+fn node_fetch_is_read_and_a_pinning_client_is_a_refusal() {
+    let (code, out, err) = detonate("fetcher.js", &["--output", "json", "--no-payloads"]);
+    assert_eq!(code, 0, "{err}");
+    let r: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(r["verdict"], "CRITICAL", "{}", r["findings"]);
+    let seen = sightings(&r);
+    assert!(
+        seen.iter().any(|(p, e, w, win)| p == "env:GITHUB_TOKEN"
+            && e == "reversed"
+            && w == "tls"
+            && tool_of(&r, win) == "report"),
+        "{seen:?}"
+    );
+    let refused: Vec<&Value> = r["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "tls.refused")
+        .collect();
+    assert!(
+        refused.iter().any(|e| e["data"]["sni"] == "pinned.invalid"
+            && tool_of(&r, e["triggered_by"].as_str().unwrap_or("")) == "pinned"),
+        "{refused:?}"
+    );
+}
