@@ -454,6 +454,11 @@ fn join_and_prepare(netns: &OwnedFd) -> Result<UdpSocket, String> {
     nix::sched::setns(netns, nix::sched::CloneFlags::CLONE_NEWNET)
         .map_err(|e| format!("joining the jail's network namespace: {e}"))?;
     super::netlink::capture_everything().map_err(|e| format!("capture routes: {e}"))?;
+    // Unprivileged ICMP echo ("ping") sockets, as distributions' defaults allow them (systemd
+    // sets this range): a new namespace allows them to nobody, which no real host looks like,
+    // and an echo's data is a channel out that the boundary capture reads. Best effort: this
+    // thread is in the jail's namespace, so the write concerns it only.
+    let _ = std::fs::write("/proc/sys/net/ipv4/ping_group_range", "0 2147483647");
     let dns = UdpSocket::bind(DNS_ADDR).map_err(|e| format!("DNS stub on {DNS_ADDR}: {e}"))?;
     dns.set_nonblocking(true)
         .map_err(|e| format!("DNS stub: {e}"))?;

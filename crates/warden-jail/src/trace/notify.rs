@@ -810,6 +810,22 @@ impl Tracer {
                 None => net.ensure_listener(addr),
             }
         }
+        // A TCP Fast Open send connects as it sends (`sendto`/`sendmsg` with MSG_FASTOPEN, no
+        // connect of its own): its destination needs a capture listener too, or the kernel's
+        // answer is a refusal and the data never leaves the program.
+        let fastopen = libc::MSG_FASTOPEN as u64;
+        let flags = match n.nr {
+            nr if nr == libc::SYS_sendto => n.args[3],
+            nr if nr == libc::SYS_sendmsg => n.args[2],
+            _ => 0,
+        };
+        if kind == EventKind::NetSend
+            && flags & fastopen != 0
+            && let (Some(net), Some(addr)) = (&self.net, socket_addr(data))
+            && !net.concerns_targets(&addr)
+        {
+            net.ensure_listener(addr);
+        }
         // Its written files are scanned now, and kept for the scan at the end: a child that
         // inherited a descriptor may write to them after this exit.
         if n.nr == libc::SYS_exit_group

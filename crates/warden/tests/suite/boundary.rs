@@ -179,3 +179,79 @@ fn node_fetch_is_read_and_a_pinning_client_is_a_refusal() {
         "{refused:?}"
     );
 }
+
+/// Every way a process can move bytes to the network, each carrying a canary to its own port
+/// (`fixtures/capture/channels.c`): each one that sends is seen at the boundary, on its port,
+/// and what the policy refuses (raw and packet sockets, io_uring) stays refused. The table is
+/// printed (`cargo test -p warden --test all every_channel -- --nocapture`).
+#[test]
+fn every_channel_to_the_network_is_seen_or_refused() {
+    let bin = compiled_from(&fixtures().join("capture"), "channels");
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.jsonl");
+    let bind = format!("{}:/channels", bin.display());
+    let r = warden(&[
+        "run",
+        "--decoys",
+        "--trace",
+        trace.to_str().unwrap(),
+        "--ro-bind",
+        &bind,
+        "--",
+        "/channels",
+    ]);
+    assert_eq!(r.status, 0, "{r:?}");
+    let events = read_events(&trace);
+    let seen = |port: u64, protocol: &str| -> Option<String> {
+        events
+            .iter()
+            .find(|e| {
+                e["kind"] == "canary.seen"
+                    && e["data"]["where"] == "boundary"
+                    && e["data"]["protocol"] == protocol
+                    && (protocol == "icmp" || e["data"]["port"] == port)
+                    && e["data"]["planted"] == "env:GITHUB_TOKEN"
+            })
+            .map(|e| e["data"]["encoding"].as_str().unwrap_or("").to_owned())
+    };
+    let must_refuse = ["raw-socket", "packet-socket", "io_uring"];
+    let mut table = vec![format!(
+        "{:<22} {:>5}  {:<28} boundary",
+        "channel", "port", "result"
+    )];
+    let mut lines = 0;
+    for line in r.stdout.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let [channel, port, result, rest @ ..] = f.as_slice() else {
+            panic!("odd line {line:?}");
+        };
+        lines += 1;
+        let port: u64 = port.parse().unwrap();
+        let protocol = match *channel {
+            c if c.ends_with("udp") || c.ends_with("udp6") || c.starts_with("sendmmsg") => "udp",
+            "icmp-datagram" => "icmp",
+            _ => "tcp",
+        };
+        let found = seen(port, protocol);
+        let result = format!("{result} {}", rest.join(" "));
+        table.push(format!(
+            "{channel:<22} {port:>5}  {result:<28} {}",
+            found
+                .as_deref()
+                .map_or("-".to_owned(), |e| format!("seen ({e})"))
+        ));
+        if must_refuse.contains(channel) {
+            assert!(
+                result.starts_with("refused"),
+                "{channel} must stay refused: {line}"
+            );
+        } else if result.starts_with("sent") {
+            assert!(found.is_some(), "{channel} sent the canary unseen: {line}");
+        } else {
+            // Only the ICMP datagram socket may be refused (ping_group_range).
+            assert_eq!(*channel, "icmp-datagram", "{line}");
+        }
+    }
+    eprintln!("{}", table.join("\n"));
+    assert_eq!(lines, 21, "every channel reported:\n{}", r.stdout);
+}
