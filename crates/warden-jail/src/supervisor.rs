@@ -298,7 +298,15 @@ pub fn supervise_with(
             pcap: policy.pcap.clone(),
             authority: observation.as_ref().and_then(|o| o.authority.clone()),
         };
-        Arc::new(Hub::new(MAX_EVENTS, observer.sink, canaries).with_capture(capture))
+        let ids = observation
+            .as_ref()
+            .map(|o| o.decoy_ids.clone())
+            .unwrap_or_default();
+        Arc::new(
+            Hub::new(MAX_EVENTS, observer.sink, canaries)
+                .with_capture(capture)
+                .with_decoy_ids(ids),
+        )
     });
     // A prepared run's trace starts with its command (see `release`).
     if let Some(hub) = hub.as_ref().filter(|_| !req.deferred) {

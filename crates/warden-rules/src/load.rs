@@ -138,6 +138,14 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../rules/sensitive-file-read.yaml"),
     ),
     (
+        "environ-read.yaml",
+        include_str!("../rules/environ-read.yaml"),
+    ),
+    (
+        "decoy-linked.yaml",
+        include_str!("../rules/decoy-linked.yaml"),
+    ),
+    (
         "credential-access.yaml",
         include_str!("../rules/credential-access.yaml"),
     ),

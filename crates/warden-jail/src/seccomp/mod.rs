@@ -260,6 +260,8 @@ pub fn traced_syscalls() -> Vec<i64> {
         libc::SYS_renameat,
         libc::SYS_renameat2,
         libc::SYS_mkdirat,
+        libc::SYS_linkat,
+        libc::SYS_symlinkat,
         libc::SYS_fchmodat,
         FCHMODAT2,
         libc::SYS_connect,
@@ -279,6 +281,8 @@ pub fn traced_syscalls() -> Vec<i64> {
         libc::SYS_unlink,
         libc::SYS_rmdir,
         libc::SYS_rename,
+        libc::SYS_link,
+        libc::SYS_symlink,
         libc::SYS_mkdir,
         libc::SYS_chmod,
     ]);

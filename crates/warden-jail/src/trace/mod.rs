@@ -28,6 +28,7 @@
 
 pub mod boundary;
 pub mod egress;
+pub mod identity;
 pub mod links;
 pub mod net;
 mod netlink;
@@ -58,6 +59,8 @@ pub struct Hub {
     canaries: Option<Canaries>,
     /// The run's boundary capture, as asked for.
     capture: net::Capture,
+    /// The planted decoy files, by device and inode.
+    decoy_ids: Vec<identity::DecoyId>,
 }
 
 struct State {
@@ -227,7 +230,20 @@ impl Hub {
             }),
             canaries,
             capture: net::Capture::default(),
+            decoy_ids: Vec::new(),
         }
+    }
+
+    /// The same hub, knowing the planted files by identity.
+    #[must_use]
+    pub fn with_decoy_ids(mut self, ids: Vec<identity::DecoyId>) -> Hub {
+        self.decoy_ids = ids;
+        self
+    }
+
+    /// The planted files, by device and inode.
+    pub fn decoy_ids(&self) -> &[identity::DecoyId] {
+        &self.decoy_ids
     }
 
     /// The same hub, with the boundary capture `capture` for its network.

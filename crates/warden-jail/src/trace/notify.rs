@@ -718,6 +718,10 @@ impl Tracer {
             Some((kind, d)) => super::links::apply(root.as_deref(), *kind, d, &paths),
             None => Vec::new(),
         };
+        // A decoy reached by another name (a hard link, a renamed folder) is the decoy.
+        if let Some((kind, d)) = decoded.as_mut() {
+            super::identity::label(self.hub.decoy_ids(), root.as_deref(), *kind, d);
+        }
         // Who started the program: the process tree, as pids inside the jail.
         if let Some((EventKind::ProcessSpawn, d)) = decoded.as_mut()
             && let Some(parent) = parent_in_jail(tgid)
@@ -1234,6 +1238,24 @@ fn decode(nr: i64, pid: i32, a: &[u64; 6]) -> Option<(EventKind, Value)> {
         nr if nr == libc::SYS_mkdirat => {
             file_change(path_arg(pid, Some(a[0]), a[1]), "mkdir", a[2])
         }
+        nr if nr == libc::SYS_linkat => Some((
+            EventKind::FileLink,
+            json!({
+                "op": "link",
+                "from": path_arg(pid, Some(a[0]), a[1]),
+                "to": path_arg(pid, Some(a[2]), a[3]),
+                "follow": low_i32(a[4]) & libc::AT_SYMLINK_FOLLOW != 0,
+            }),
+        )),
+        // A symbolic link's target is text, kept as written (it is resolved when used).
+        nr if nr == libc::SYS_symlinkat => Some((
+            EventKind::FileLink,
+            json!({
+                "op": "symlink",
+                "target": read_cstr(pid, a[0]),
+                "to": path_arg(pid, Some(a[1]), a[2]),
+            }),
+        )),
         nr if nr == libc::SYS_fchmodat || nr == crate::seccomp::FCHMODAT2 => {
             file_change(path_arg(pid, Some(a[0]), a[1]), "chmod", a[2])
         }
@@ -1279,6 +1301,16 @@ fn decode(nr: i64, pid: i32, a: &[u64; 6]) -> Option<(EventKind, Value)> {
         nr if nr == libc::SYS_rename => Some((
             EventKind::FileRename,
             json!({ "from": path_arg(pid, None, a[0]), "to": path_arg(pid, None, a[1]) }),
+        )),
+        #[cfg(target_arch = "x86_64")]
+        nr if nr == libc::SYS_link => Some((
+            EventKind::FileLink,
+            json!({ "op": "link", "from": path_arg(pid, None, a[0]), "to": path_arg(pid, None, a[1]), "follow": false }),
+        )),
+        #[cfg(target_arch = "x86_64")]
+        nr if nr == libc::SYS_symlink => Some((
+            EventKind::FileLink,
+            json!({ "op": "symlink", "target": read_cstr(pid, a[0]), "to": path_arg(pid, None, a[1]) }),
         )),
         #[cfg(target_arch = "x86_64")]
         nr if nr == libc::SYS_mkdir => file_change(path_arg(pid, None, a[0]), "mkdir", a[1]),

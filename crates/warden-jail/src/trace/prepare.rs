@@ -35,6 +35,8 @@ pub struct Observation {
     pub decoys: Option<Decoys>,
     /// The run's TLS authority, when TLS is opened (`open_tls` with decoys).
     pub authority: Option<std::sync::Arc<warden_capture::Authority>>,
+    /// The planted files, by device and inode.
+    pub decoy_ids: Vec<super::identity::DecoyId>,
 }
 
 fn fail(what: &str, e: &std::io::Error) -> JailError {
@@ -220,6 +222,7 @@ pub fn prepare(policy: &mut Policy) -> Result<Option<Observation>, JailError> {
     );
     prepend(policy, "PYTHONPATH", &format!("{TOOLS_MOUNT}/python"));
     let mut home_mount = None;
+    let mut decoy_ids = Vec::new();
     let decoys = if policy.decoys {
         let d = Decoys::generate();
         let base = match &dir {
@@ -251,6 +254,13 @@ pub fn prepare(policy: &mut Policy) -> Result<Option<Observation>, JailError> {
                 mkdir(parent, 0o700)?;
             }
             write(&path, f.contents.as_bytes(), f.mode)?;
+            if let Ok(st) = nix::sys::stat::lstat(&path) {
+                decoy_ids.push(super::identity::DecoyId {
+                    dev: st.st_dev,
+                    ino: st.st_ino,
+                    path: format!("{DECOY_HOME}/{}", f.path),
+                });
+            }
         }
         if home_mount.is_some() {
             crate::idmap::give_tmpfs_to_jail_user(&home, policy.uid, policy.gid)
@@ -293,6 +303,7 @@ pub fn prepare(policy: &mut Policy) -> Result<Option<Observation>, JailError> {
         _dir: dir,
         decoys,
         authority,
+        decoy_ids,
     }))
 }
 

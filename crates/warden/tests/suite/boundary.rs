@@ -86,7 +86,38 @@ fn secrets_are_seen_leaving_by_any_route() {
         by("upload", "env:GITHUB_TOKEN", "base64", "tls"),
         "{seen:?}"
     );
+    assert!(
+        by("push", "env:GITHUB_TOKEN", "xor", "boundary"),
+        "{seen:?}"
+    );
     let f = finding_rows(&r, &[]);
+    // The decoy read through a hard link is the decoy (by inode): its read and its sighting
+    // make the chain; the link itself and the read of /proc/self/environ are shapes.
+    assert!(
+        f.iter()
+            .any(|(rule, s, t)| rule == "decoy-read-and-exposed" && s == "high" && t == "sync"),
+        "{f:?}"
+    );
+    assert!(
+        f.iter()
+            .any(|(rule, _, t)| rule == "decoy-linked" && t == "sync"),
+        "{f:?}"
+    );
+    assert!(
+        f.iter()
+            .any(|(rule, _, t)| rule == "environ-read" && t == "push"),
+        "{f:?}"
+    );
+    let linked_open = r["events"].as_array().unwrap().iter().any(|e| {
+        e["kind"] == "file.open"
+            && e["data"]["identity"] == "inode"
+            && e["data"]["path"] == "/home/sandbox/.aws/credentials"
+            && e["data"]["link_path"] == "/home/sandbox/.cache/sync-state"
+    });
+    assert!(
+        linked_open,
+        "the read through the hard link is not the decoy's"
+    );
     for tool in ["sync", "push", "upload"] {
         assert!(
             f.iter()
