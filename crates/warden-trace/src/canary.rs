@@ -57,6 +57,21 @@ pub enum Form {
     Compressed,
 }
 
+impl Form {
+    /// How direct a find it is (0: as planted; higher: more was undone to find it). A stream
+    /// that first showed a fragment and later the whole secret is reported again for the
+    /// better find.
+    pub fn rank(self) -> u8 {
+        match self {
+            Form::Plain => 0,
+            Form::Base16 | Form::Base32 | Form::Base64 => 1,
+            Form::Case | Form::Reversed | Form::Xor => 2,
+            Form::PercentEncoded | Form::Escaped | Form::Compressed => 3,
+            Form::Fragment => 4,
+        }
+    }
+}
+
 /// Characters of a fragment, at least.
 pub const FRAGMENT: usize = 12;
 /// Characters at a canary's start that may be a fixed prefix (`ghp_`, `AKIA`): fragments
@@ -317,14 +332,7 @@ impl Canaries {
                 found.push((i, form));
             }
         }
-        let rank = |f: Form| match f {
-            Form::Plain => 0,
-            Form::Base16 | Form::Base32 | Form::Base64 => 1,
-            Form::Case | Form::Reversed | Form::Xor => 2,
-            Form::PercentEncoded | Form::Escaped | Form::Compressed => 3,
-            Form::Fragment => 4,
-        };
-        found.sort_by_key(|(i, f)| (*i, rank(*f)));
+        found.sort_by_key(|(i, f)| (*i, f.rank()));
         let mut hits: Vec<Hit> = Vec::new();
         let mut last = None;
         for (i, form) in found {

@@ -245,3 +245,138 @@ mod tests {
         }
     }
 }
+
+/// A program that splits a secret over several DNS queries (one chunk per query, as DNS
+/// tunnels do) shows no whole secret in any one name. [`SplitNames`] joins, per attribution
+/// window and per registered domain (the name's last two labels), the labels in front of it in
+/// the order the queries came: all of them, and the first label of each query alone (for
+/// `CHUNK.SEQ.domain` shapes), so the matcher sees the secret whole again.
+///
+/// Bounded: at most [`SPLIT_DOMAINS`] domains per window, [`SPLIT_BYTES`] characters per join
+/// (past that the oldest are dropped); a new window starts afresh.
+#[derive(Debug, Default)]
+pub struct SplitNames {
+    window: Option<String>,
+    by_domain: std::collections::HashMap<String, Joins>,
+    reported: std::collections::HashMap<(String, String), u8>,
+}
+
+/// The joins of one domain, and the last name added (a resolver asks for A and AAAA, and
+/// retries: a repeat of the last name adds nothing).
+#[derive(Debug, Default)]
+struct Joins {
+    all: String,
+    first: String,
+    last: String,
+}
+
+/// Registered domains joined per window, at most.
+pub const SPLIT_DOMAINS: usize = 64;
+/// Characters kept per join, at most.
+pub const SPLIT_BYTES: usize = 4096;
+
+impl SplitNames {
+    /// Add the query `name` made in `window`; the joins of its domain to search, when it has
+    /// labels in front of its domain (none otherwise).
+    pub fn add(&mut self, window: Option<&str>, name: &str) -> Vec<String> {
+        if self.window.as_deref() != window {
+            self.window = window.map(str::to_owned);
+            self.by_domain.clear();
+            self.reported.clear();
+        }
+        let labels: Vec<&str> = name
+            .trim_end_matches('.')
+            .split('.')
+            .filter(|l| !l.is_empty())
+            .collect();
+        if labels.len() < 3 {
+            return Vec::new();
+        }
+        let (front, domain) = labels.split_at(labels.len() - 2);
+        let domain = domain.join(".").to_ascii_lowercase();
+        if !self.by_domain.contains_key(&domain) && self.by_domain.len() >= SPLIT_DOMAINS {
+            return Vec::new();
+        }
+        let joins = self.by_domain.entry(domain).or_default();
+        let lower = name.to_ascii_lowercase();
+        if joins.last != lower {
+            joins.all.push_str(&front.concat());
+            joins.first.push_str(front[0]);
+            joins.last = lower;
+        }
+        let Joins { all, first, .. } = joins;
+        for s in [&mut *all, &mut *first] {
+            if s.len() > SPLIT_BYTES {
+                let cut = s.len() - SPLIT_BYTES;
+                let cut = (cut..s.len())
+                    .find(|i| s.is_char_boundary(*i))
+                    .unwrap_or(s.len());
+                s.drain(..cut);
+            }
+        }
+        vec![all.clone(), first.clone()]
+    }
+
+    /// Whether a find of `planted` of rank `rank` ([`crate::Form::rank`]) is worth reporting
+    /// in this window for the domain of `name`: the first, or a more direct one than reported
+    /// (a join goes on holding a secret once it does).
+    pub fn first_report(&mut self, name: &str, planted: &str, rank: u8) -> bool {
+        let labels: Vec<&str> = name.trim_end_matches('.').rsplitn(3, '.').collect();
+        let domain = match labels.as_slice() {
+            [tld, sld, ..] => format!("{sld}.{tld}").to_ascii_lowercase(),
+            _ => name.to_ascii_lowercase(),
+        };
+        let best = self
+            .reported
+            .entry((domain, planted.to_owned()))
+            .or_insert(u8::MAX);
+        let better = rank < *best;
+        *best = (*best).min(rank);
+        better
+    }
+}
+
+#[cfg(test)]
+mod split_tests {
+    use super::*;
+
+    #[test]
+    fn chunks_over_queries_are_joined_per_domain_and_window() {
+        let mut s = SplitNames::default();
+        let w = Some("tool_call:3");
+        assert!(s.add(w, "example.test").is_empty(), "no labels in front");
+        s.add(w, "ghp_abcd.0.t.evil.invalid");
+        s.add(w, "ghp_abcd.0.t.evil.invalid");
+        s.add(w, "noise.other.test");
+        let joins = s.add(w, "efgh1234.1.t.evil.invalid");
+        assert!(
+            joins.contains(&"ghp_abcd0tefgh12341t".to_owned()),
+            "{joins:?}"
+        );
+        assert!(joins.contains(&"ghp_abcdefgh1234".to_owned()), "{joins:?}");
+        // A new window starts afresh.
+        let joins = s.add(Some("tool_call:9"), "zz.evil.invalid");
+        assert_eq!(joins[1], "zz");
+        assert!(s.first_report("a.evil.invalid", "env:X", 4));
+        assert!(!s.first_report("b.c.EVIL.invalid", "env:X", 4));
+        assert!(
+            s.first_report("b.c.EVIL.invalid", "env:X", 0),
+            "a better find"
+        );
+        assert!(!s.first_report("d.evil.invalid", "env:X", 2));
+    }
+
+    #[test]
+    fn joins_are_bounded() {
+        let mut s = SplitNames::default();
+        for i in 0..2000 {
+            s.add(None, &format!("abcdefgh{i}.x.test"));
+        }
+        let j = s.add(None, "end.x.test");
+        assert!(j.iter().all(|j| j.len() <= SPLIT_BYTES));
+        for i in 0..(SPLIT_DOMAINS + 10) {
+            s.add(None, &format!("a.d{i}.test"));
+        }
+        assert!(s.by_domain.len() <= SPLIT_DOMAINS);
+    }
+}

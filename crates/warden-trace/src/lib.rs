@@ -17,5 +17,5 @@ pub mod sniff;
 
 pub use canary::{Canaries, Canary, Form, Hit};
 pub use decoys::{DecoyFile, Decoys};
-pub use dns::{DnsMode, Query, Stub, questions};
+pub use dns::{DnsMode, Query, SplitNames, Stub, questions};
 pub use sniff::{Sniffed, sniff};

@@ -5,11 +5,12 @@
 //! for the run's canaries, as one stream (a secret split over segments or datagrams is
 //! whole again), and its end is a `net.flow` event with what was counted.
 //!
-//! Guarantees: each canary is reported once per flow, with the transformation that found it
+//! Guarantees: each canary is reported once per flow (again only for a more direct find: a
+//! fragment first, the whole secret later), with the transformation that found it
 //! and `where: "boundary"`; the carry-over between chunks is bounded ([`OVERLAP`]); flows of
 //! the jail's own loopback (a server and its own helper, the DNS stub) are not judged here.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 
@@ -41,7 +42,8 @@ impl std::fmt::Debug for Boundary {
 #[derive(Default)]
 struct FlowScan {
     tail: Vec<u8>,
-    reported: HashSet<String>,
+    /// The best rank reported per canary.
+    reported: HashMap<String, u8>,
     preview: Vec<u8>,
 }
 
@@ -120,11 +122,17 @@ impl Observer for Boundary {
             return;
         };
         for hit in canaries.find(&window) {
+            let rank = hit.encoding.rank();
             let new = self.flows.lock().is_ok_and(|mut f| {
-                f.entry(flow.id)
+                let best = f
+                    .entry(flow.id)
                     .or_default()
                     .reported
-                    .insert(hit.planted.clone())
+                    .entry(hit.planted.clone())
+                    .or_insert(u8::MAX);
+                let better = rank < *best;
+                *best = (*best).min(rank);
+                better
             });
             if !new {
                 continue;
@@ -268,10 +276,12 @@ mod tests {
             .iter()
             .filter(|e| e.kind == EventKind::CanarySeen)
             .collect();
-        assert_eq!(seen.len(), 1, "{seen:?}");
-        assert_eq!(seen[0].data["planted"], "env:GITHUB_TOKEN");
-        assert_eq!(seen[0].data["where"], "boundary");
-        assert_eq!(seen[0].data["protocol"], "udp");
+        // A fragment with the first half, the whole secret with the second, then no more.
+        let forms: Vec<_> = seen.iter().map(|e| e.data["encoding"].clone()).collect();
+        assert_eq!(forms, ["fragment", "plain"], "{seen:?}");
+        assert!(seen.iter().all(|e| e.data["planted"] == "env:GITHUB_TOKEN"
+            && e.data["where"] == "boundary"
+            && e.data["protocol"] == "udp"));
         assert!(
             events
                 .iter()

@@ -314,6 +314,11 @@ impl Hub {
         }
     }
 
+    /// The attribution window open now.
+    pub fn window(&self) -> Option<String> {
+        self.lock().recorder.window().map(str::to_owned)
+    }
+
     /// Write a control line (not an event) to the sink.
     pub fn announce(&self, line: &Value) {
         let mut s = self.lock();

@@ -230,6 +230,7 @@ impl Net {
                     authority,
                     tls_open: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
                     tap: tap_on,
+                    split: warden_trace::SplitNames::default(),
                 };
                 serve.run(&stop2);
             })
@@ -521,6 +522,8 @@ struct Serve {
     tls_open: Arc<std::sync::atomic::AtomicUsize>,
     /// Whether the boundary tap searches every byte (then the sink's own search is skipped).
     tap: bool,
+    /// The queries of the window, joined per domain.
+    split: warden_trace::SplitNames,
 }
 
 impl Serve {
@@ -637,8 +640,44 @@ impl Serve {
                 let id = self.hub.record(EventKind::NetDns, None, data);
                 let ctx = json!({ "where": "dns", "name": q.name, "event": id });
                 self.hub.scan_name(&q.name, None, &ctx);
+                self.scan_split(&q.name, id);
             }
             let _ = self.dns.send_to(&reply, from);
+        }
+    }
+
+    /// Search the joins of the queries of this window to the domain of `name` (a secret split
+    /// over several queries); each canary once per window and domain, with `split: true`.
+    fn scan_split(&mut self, name: &str, event: Option<u64>) {
+        let Some(canaries) = self.hub.canaries() else {
+            return;
+        };
+        let window = self.hub.window();
+        // What the name shows on its own was reported by the name's own scan.
+        let alone: Vec<String> = canaries
+            .find_in_name(name)
+            .into_iter()
+            .map(|h| h.planted)
+            .collect();
+        for joined in self.split.add(window.as_deref(), name) {
+            for hit in canaries.find(joined.as_bytes()) {
+                if alone.contains(&hit.planted)
+                    || !self
+                        .split
+                        .first_report(name, &hit.planted, hit.encoding.rank())
+                {
+                    continue;
+                }
+                let data = json!({
+                    "planted": hit.planted,
+                    "encoding": hit.encoding,
+                    "where": "dns",
+                    "name": name,
+                    "split": true,
+                    "event": event,
+                });
+                self.hub.record(EventKind::CanarySeen, None, data);
+            }
         }
     }
 

@@ -864,6 +864,19 @@ pub fn secrets_dressed_to_evade_are_still_found() {
         })
         .collect();
     assert!(seen.contains(&("env:GITHUB_TOKEN", "reversed")), "{seen:?}");
+    // The npm token, 8 characters a query: whole again in the window's queries, joined.
+    assert!(has(&f, "canary-leaving", "critical", "resolve"), "{f:?}");
+    assert!(
+        r["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["kind"] == "canary.seen"
+                && e["data"]["planted"] == "env:NPM_TOKEN"
+                && e["data"]["split"] == true
+                && e["data"]["encoding"] == "plain"),
+        "no split sighting"
+    );
     assert!(
         seen.contains(&("file:~/.aws/credentials", "fragment")),
         "{seen:?}"
