@@ -92,7 +92,7 @@ pub struct Table {
 
 /// How far `a` is ahead of `b` in sequence space (negative: behind).
 fn ahead(a: u32, b: u32) -> i64 {
-    i64::from(a.wrapping_sub(b) as i32)
+    i64::from(a.wrapping_sub(b).cast_signed())
 }
 
 impl Table {
@@ -125,7 +125,7 @@ impl Table {
         // as its sender's (a flow pushed out of a full table goes on being read).
         let stray = p
             .tcp
-            .is_some_and(|t| !(t.syn && !t.ack) && p.payload.is_empty());
+            .is_some_and(|t| (t.ack || !t.syn) && p.payload.is_empty());
         if stray && !self.flows.contains_key(&k) {
             return fed;
         }
@@ -255,8 +255,7 @@ impl Entry {
             self.next = Some(start.wrapping_add(u32::try_from(payload.len()).unwrap_or(0)));
         }
         // Segments that were waiting and now fit.
-        loop {
-            let Some(at) = self.next else { break };
+        while let Some(at) = self.next {
             let ready = self.pending.keys().copied().find(|s| ahead(at, *s) >= 0);
             let Some(s) = ready else { break };
             let Some(seg) = self.pending.remove(&s) else {
@@ -371,7 +370,7 @@ mod tests {
         let mut t = Table::new();
         let now = Instant::now();
         let mut ev = Vec::new();
-        for port in 0..(MAX_FLOWS as u16 + 10) {
+        for port in 0..(u16::try_from(MAX_FLOWS).unwrap() + 10) {
             let src = format!("10.0.0.1:{}", 1000 + port);
             let p = Packet {
                 src: src.parse().unwrap(),

@@ -318,7 +318,8 @@ fn kernel_drops(sock: &OwnedFd) -> u64 {
         tp_packets: 0,
         tp_drops: 0,
     };
-    let mut len = std::mem::size_of::<libc::tpacket_stats>() as libc::socklen_t;
+    let mut len =
+        libc::socklen_t::try_from(std::mem::size_of::<libc::tpacket_stats>()).unwrap_or(0);
     // SAFETY: `stats` is a live, writable `tpacket_stats` and `len` holds its size, which is
     // what PACKET_STATISTICS writes (at most `len` bytes); the descriptor is owned by `sock`.
     let rc = unsafe {

@@ -282,12 +282,10 @@ mod tests {
     fn client_config(trust: Option<&str>) -> Arc<rustls::ClientConfig> {
         let mut roots = rustls::RootCertStore::empty();
         if let Some(pem) = trust {
-            let der = pem
-                .lines()
-                .filter(|l| !l.starts_with("-----"))
-                .collect::<String>();
-            let der = base64_decode(&der);
-            roots.add(CertificateDer::from(der)).unwrap();
+            use rustls::pki_types::pem::PemObject;
+            roots
+                .add(CertificateDer::from_pem_slice(pem.as_bytes()).unwrap())
+                .unwrap();
         }
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         Arc::new(
@@ -297,22 +295,6 @@ mod tests {
                 .with_root_certificates(roots)
                 .with_no_client_auth(),
         )
-    }
-
-    fn base64_decode(s: &str) -> Vec<u8> {
-        const T: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-        let mut out = Vec::new();
-        let (mut acc, mut bits) = (0u32, 0);
-        for c in s.bytes().filter(|c| *c != b'=') {
-            let v = T.iter().position(|t| *t == c).unwrap() as u32;
-            acc = (acc << 6) | v;
-            bits += 6;
-            if bits >= 8 {
-                bits -= 8;
-                out.push((acc >> bits) as u8);
-            }
-        }
-        out
     }
 
     /// Run a client with `trust` against an interception; the outcome and what the client got.
