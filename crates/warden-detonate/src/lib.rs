@@ -79,6 +79,8 @@ pub struct Options {
     /// Write the session's traffic (every packet of the server's network namespace) to this
     /// pcapng file.
     pub pcap: Option<PathBuf>,
+    /// Judge the network by the sink's first bytes only (no packet capture, no TLS opened).
+    pub no_boundary: bool,
 }
 
 impl Default for Options {
@@ -102,6 +104,7 @@ impl Default for Options {
             allow_payloads_remote: false,
             browser: None,
             pcap: None,
+            no_boundary: false,
         }
     }
 }

@@ -211,6 +211,11 @@ pub struct Policy {
     /// `NODE_EXTRA_CA_CERTS`, `CURL_CA_BUNDLE`), so what a client sends inside TLS is read.
     #[serde(default)]
     pub open_tls: bool,
+    /// With decoys: read every packet of the jail's network namespace at the boundary (the
+    /// packet tap), so a secret is seen whatever syscall sent it. On by default; off, the
+    /// network is judged by the sink's first bytes and the traced syscalls only.
+    #[serde(default = "yes")]
+    pub capture: bool,
     /// Write every packet of the jail's network namespace to this pcapng file (created; it
     /// must not exist). Implies `trace`.
     #[serde(default)]
@@ -243,6 +248,11 @@ pub struct Policy {
     /// Where a container masks `/proc` and no fresh procfs can be made for the jail, bind the
     /// container's own read-only instead of failing (weaker: see [`crate::procfs`]).
     pub allow_host_proc: bool,
+}
+
+/// `true`, for serde defaults.
+fn yes() -> bool {
+    true
 }
 
 impl Default for Policy {
@@ -287,6 +297,7 @@ impl Default for Policy {
             tmpfs: Vec::new(),
             decoys: false,
             open_tls: false,
+            capture: true,
             pcap: None,
             dns: warden_trace::DnsMode::FakeIp,
             initial_window: None,

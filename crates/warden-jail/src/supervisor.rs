@@ -294,7 +294,7 @@ pub fn supervise_with(
             .and_then(|o| o.decoys.as_ref())
             .map(|d| d.canaries.clone());
         let capture = crate::trace::net::Capture {
-            tap: canaries.is_some() || policy.pcap.is_some(),
+            tap: (canaries.is_some() && policy.capture) || policy.pcap.is_some(),
             pcap: policy.pcap.clone(),
             authority: observation.as_ref().and_then(|o| o.authority.clone()),
         };

@@ -213,6 +213,12 @@ pub struct DetonateArgs {
     /// regular file is replaced. At most 256 MiB: packets past that are counted, not written.
     #[arg(long, value_name = "FILE")]
     pub pcap: Option<PathBuf>,
+    /// Judge the network by the sink's first bytes only: no packet capture at the boundary and
+    /// no TLS opened (for measuring what the boundary costs, or a host whose kernel refuses a
+    /// packet socket). Secrets sent by untraced syscalls, inside TLS or split over packets are
+    /// then not seen.
+    #[arg(long, conflicts_with = "pcap")]
+    pub no_boundary: bool,
     /// Inside a container that masks /proc, when no fresh procfs can be made for the sandbox,
     /// bind the container's own /proc read-only instead of failing (weaker: the sandbox then
     /// sees the container's processes and their command lines).

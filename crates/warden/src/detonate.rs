@@ -198,6 +198,7 @@ fn detonate(args: &DetonateArgs) -> Result<Gate> {
             .as_deref()
             .map(crate::emit::pcap_file)
             .transpose()?,
+        no_boundary: args.no_boundary,
     };
     let mut also = Vec::new();
     for spec in &args.also_output {

@@ -29,7 +29,8 @@ pub fn base_policy(budget: std::time::Duration, options: &Options) -> Policy {
     let mut policy = Policy {
         trace: true,
         decoys: true,
-        open_tls: true,
+        open_tls: !options.no_boundary,
+        capture: !options.no_boundary,
         allow_host_proc: options.allow_host_proc,
         ..Policy::default()
     };
