@@ -8,8 +8,9 @@
 //! secret split over several datagrams of one flow is whole again in the stream.
 //!
 //! Guarantees: bounded — at most [`MAX_FLOWS`] flows at once (the oldest makes way and is
-//! reported ended), at most [`MAX_PENDING`] bytes waiting behind a gap per flow (past that the
-//! gap is skipped and counted in [`Flow::gaps`]); never panics on any sequence of packets.
+//! reported ended), at most [`MAX_PENDING`] bytes waiting behind a gap per flow and
+//! [`MAX_PENDING_TOTAL`] in all (past that the gap is skipped and counted in [`Flow::gaps`]);
+//! never panics on any sequence of packets.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -21,6 +22,8 @@ use crate::packet::{Packet, Protocol};
 pub const MAX_FLOWS: usize = 4096;
 /// Bytes held behind a gap in one flow's stream, at most.
 pub const MAX_PENDING: usize = 256 << 10;
+/// Bytes held behind gaps in all flows together, at most.
+pub const MAX_PENDING_TOTAL: usize = 16 << 20;
 /// A flow of a protocol without an end (UDP, ICMP…) ends after this long without a packet.
 pub const IDLE: Duration = Duration::from_secs(2);
 
@@ -88,6 +91,8 @@ struct Entry {
 pub struct Table {
     flows: HashMap<Key, Entry>,
     next_id: u64,
+    /// Bytes held behind gaps in all flows.
+    pending: usize,
 }
 
 /// How far `a` is ahead of `b` in sequence space (negative: behind).
@@ -138,6 +143,7 @@ impl Table {
                     .map(|(k, _)| *k)
                 && let Some(e) = self.flows.remove(&old)
             {
+                self.pending -= e.pending_bytes;
                 evicted.push(e.flow);
             }
             self.next_id += 1;
@@ -184,7 +190,7 @@ impl Table {
         match p.tcp {
             Some(t) => {
                 if out {
-                    fed.outbound = e.tcp_out(t.seq, t.syn, p.payload);
+                    fed.outbound = e.tcp_out(t.seq, t.syn, p.payload, &mut self.pending);
                     e.fin_out |= t.fin;
                 } else {
                     e.fin_in |= t.fin;
@@ -195,8 +201,10 @@ impl Table {
             None => {}
         }
         fed.flow = Some(e.flow.clone());
-        if fed.ended {
-            self.flows.remove(&k);
+        if fed.ended
+            && let Some(e) = self.flows.remove(&k)
+        {
+            self.pending -= e.pending_bytes;
         }
         fed
     }
@@ -210,13 +218,19 @@ impl Table {
             .filter(|(k, e)| k.0 != Protocol::Tcp && now.duration_since(e.last) >= IDLE)
             .map(|(k, _)| *k)
             .collect();
-        idle.into_iter()
-            .filter_map(|k| self.flows.remove(&k).map(|e| e.flow))
-            .collect()
+        let mut out = Vec::new();
+        for k in idle {
+            if let Some(e) = self.flows.remove(&k) {
+                self.pending -= e.pending_bytes;
+                out.push(e.flow);
+            }
+        }
+        out
     }
 
     /// Every flow still tracked (the capture is over), oldest first.
     pub fn drain(&mut self) -> Vec<Flow> {
+        self.pending = 0;
         let mut all: Vec<Flow> = self.flows.drain().map(|(_, e)| e.flow).collect();
         all.sort_by_key(|f| f.id);
         all
@@ -225,7 +239,7 @@ impl Table {
 
 impl Entry {
     /// The outbound bytes a TCP segment puts in order.
-    fn tcp_out(&mut self, seq: u32, syn: bool, payload: &[u8]) -> Vec<u8> {
+    fn tcp_out(&mut self, seq: u32, syn: bool, payload: &[u8], total: &mut usize) -> Vec<u8> {
         // The SYN takes one sequence number; data starts after it.
         let start = if syn { seq.wrapping_add(1) } else { seq };
         let next = *self.next.get_or_insert(start);
@@ -242,11 +256,15 @@ impl Entry {
                 self.next =
                     Some(next.wrapping_add(u32::try_from(payload.len() - skip).unwrap_or(0)));
             }
-        } else if self.pending_bytes + payload.len() <= MAX_PENDING {
+        } else if self.pending.contains_key(&start) {
+            // A segment already waiting, sent again.
+            return out;
+        } else if self.pending_bytes + payload.len() <= MAX_PENDING
+            && *total + payload.len() <= MAX_PENDING_TOTAL
+        {
             self.pending_bytes += payload.len();
-            self.pending
-                .entry(start)
-                .or_insert_with(|| payload.to_vec());
+            *total += payload.len();
+            self.pending.insert(start, payload.to_vec());
             return out;
         } else {
             // Too much behind a gap: skip the gap.
@@ -262,6 +280,7 @@ impl Entry {
                 break;
             };
             self.pending_bytes -= seg.len();
+            *total -= seg.len();
             let skip = usize::try_from(ahead(at, s)).unwrap_or(usize::MAX);
             if skip < seg.len() {
                 out.extend_from_slice(&seg[skip..]);
@@ -403,5 +422,8 @@ mod tests {
         }
         assert!(skipped, "past the bound, the gap is skipped");
         assert!(t.flows.values().all(|e| e.pending_bytes <= MAX_PENDING));
+        let held: usize = t.flows.values().map(|e| e.pending_bytes).sum();
+        assert_eq!(held, t.pending, "the total is kept exactly");
+        assert!(t.pending <= MAX_PENDING_TOTAL);
     }
 }

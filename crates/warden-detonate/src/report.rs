@@ -85,18 +85,29 @@ pub fn stopped_short(verdict: Verdict, why: &crate::Inconclusive) -> String {
     }
 }
 
-/// `evidence_incomplete` for `events`: how many the sandbox dropped (the largest count its
-/// `sandbox.exited` events report), how many were kept, and the kinds kept whole by their
-/// reserve; `None` when nothing was dropped.
+/// `evidence_incomplete` for `events`: how many events the sandbox dropped (the largest count
+/// its `sandbox.exited` events report), how many packets the boundary capture lost (the kernel
+/// dropped them when the tap fell behind), how many were kept, and the kinds kept whole by
+/// their reserve; `None` when nothing was lost.
 pub fn evidence_incomplete(events: &[Event]) -> Option<Value> {
-    let dropped = events
-        .iter()
-        .filter(|e| e.kind == warden_events::EventKind::SandboxExited)
+    let exits = || {
+        events
+            .iter()
+            .filter(|e| e.kind == warden_events::EventKind::SandboxExited)
+    };
+    let dropped = exits()
         .filter_map(|e| e.data["events_dropped"].as_u64())
         .max()
-        .filter(|n| *n > 0)?;
+        .unwrap_or(0);
+    let packets = exits()
+        .filter_map(|e| e.data["capture"]["dropped"].as_u64())
+        .sum::<u64>();
+    if dropped == 0 && packets == 0 {
+        return None;
+    }
     Some(json!({
         "events_dropped": dropped,
+        "packets_dropped": packets,
         "events_kept": events.len(),
         "kept_whole": warden_events::RESERVED_KINDS.iter().map(|k| name_of(*k)).collect::<Vec<_>>(),
     }))
@@ -255,8 +266,8 @@ impl Report {
             lines.insert(
                 1,
                 format!(
-                    "EVIDENCE INCOMPLETE: {} events dropped past the caps (canaries and protocol events kept whole); the verdict is a lower bound",
-                    lost["events_dropped"]
+                    "EVIDENCE INCOMPLETE: {} events dropped past the caps (canaries and protocol events kept whole), {} packets lost at the boundary; the verdict is a lower bound",
+                    lost["events_dropped"], lost["packets_dropped"]
                 ),
             );
         }

