@@ -24,6 +24,12 @@ pub const MAX_FLOWS: usize = 4096;
 pub const MAX_PENDING: usize = 256 << 10;
 /// Bytes held behind gaps in all flows together, at most.
 pub const MAX_PENDING_TOTAL: usize = 16 << 20;
+/// Segments held behind a gap in one flow, at most (tiny segments cost more than their bytes).
+pub const MAX_SEGMENTS: usize = 1024;
+/// Flows pushed out of a full table whose initiator is remembered, at most: a flow that goes
+/// on after it was pushed out keeps its direction (else its first packet's sender would be
+/// taken for its initiator, and what the real initiator sends would count as inbound).
+pub const MAX_REMEMBERED: usize = 65_536;
 /// A flow of a protocol without an end (UDP, ICMP…) ends after this long without a packet.
 pub const IDLE: Duration = Duration::from_secs(2);
 
@@ -79,6 +85,8 @@ struct Entry {
     last: Instant,
     /// The next outbound sequence number expected (TCP).
     next: Option<u32>,
+    /// The initiator's SYN's sequence number, when it was seen (TCP).
+    syn: Option<u32>,
     /// Outbound segments ahead of a gap, by sequence number.
     pending: BTreeMap<u32, Vec<u8>>,
     pending_bytes: usize,
@@ -93,6 +101,8 @@ pub struct Table {
     next_id: u64,
     /// Bytes held behind gaps in all flows.
     pending: usize,
+    /// The initiators of flows pushed out of the table.
+    remembered: HashMap<Key, SocketAddr>,
 }
 
 /// How far `a` is ahead of `b` in sequence space (negative: behind).
@@ -134,6 +144,18 @@ impl Table {
         if stray && !self.flows.contains_key(&k) {
             return fed;
         }
+        // A new SYN on the endpoints of a known flow: the old flow is over (its end
+        // was missed), a new one begins (a retransmitted SYN is not new).
+        if let Some(t) = p.tcp
+            && t.syn
+            && !t.ack
+            && let Some(e) = self.flows.get(&k)
+            && e.syn != Some(t.seq)
+            && let Some(e) = self.flows.remove(&k)
+        {
+            self.pending -= e.pending_bytes;
+            evicted.push(e.flow);
+        }
         if !self.flows.contains_key(&k) {
             if self.flows.len() >= MAX_FLOWS
                 && let Some(old) = self
@@ -144,12 +166,20 @@ impl Table {
                 && let Some(e) = self.flows.remove(&old)
             {
                 self.pending -= e.pending_bytes;
+                if self.remembered.len() >= MAX_REMEMBERED {
+                    self.remembered.clear();
+                }
+                self.remembered.insert(old, e.flow.initiator);
                 evicted.push(e.flow);
             }
             self.next_id += 1;
             // The capture starts before the jail's first program: the first packet of a flow
-            // is its initiator's.
-            let (initiator, responder) = (p.src, p.dst);
+            // is its initiator's, unless the flow was pushed out of the table and goes on.
+            let initiator = match self.remembered.remove(&k) {
+                Some(i) if i == p.src || i == p.dst => i,
+                _ => p.src,
+            };
+            let responder = if initiator == p.src { p.dst } else { p.src };
             self.flows.insert(
                 k,
                 Entry {
@@ -166,6 +196,7 @@ impl Table {
                     },
                     last: now,
                     next: None,
+                    syn: None,
                     pending: BTreeMap::new(),
                     pending_bytes: 0,
                     fin_out: false,
@@ -190,6 +221,9 @@ impl Table {
         match p.tcp {
             Some(t) => {
                 if out {
+                    if t.syn && !t.ack {
+                        e.syn.get_or_insert(t.seq);
+                    }
                     fed.outbound = e.tcp_out(t.seq, t.syn, p.payload, &mut self.pending);
                     e.fin_out |= t.fin;
                 } else {
@@ -261,6 +295,7 @@ impl Entry {
             return out;
         } else if self.pending_bytes + payload.len() <= MAX_PENDING
             && *total + payload.len() <= MAX_PENDING_TOTAL
+            && self.pending.len() < MAX_SEGMENTS
         {
             self.pending_bytes += payload.len();
             *total += payload.len();
@@ -382,6 +417,39 @@ mod tests {
         );
         assert!(t.expire(now).is_empty());
         assert_eq!(t.expire(now + IDLE).len(), 1);
+    }
+
+    #[test]
+    fn a_flow_pushed_out_keeps_its_direction_and_a_new_syn_begins_a_new_flow() {
+        let (c, s) = ("10.0.0.1:4000", "203.0.113.7:80");
+        let mut t = Table::new();
+        let now = Instant::now();
+        let mut ev = Vec::new();
+        t.feed(&tcp(c, s, 0, true, false, b""), now, &mut ev);
+        // Pushed out by a flood of other flows.
+        for port in 0..u16::try_from(MAX_FLOWS).unwrap() {
+            let p = Packet {
+                src: format!("10.0.0.2:{}", 1000 + port).parse().unwrap(),
+                dst: "198.51.100.1:53".parse().unwrap(),
+                protocol: Protocol::Udp,
+                payload: b"x",
+                tcp: None,
+                icmp_error: false,
+            };
+            t.feed(&p, now + Duration::from_millis(1), &mut ev);
+        }
+        assert!(ev.iter().any(|f| f.initiator == c.parse().unwrap()));
+        // The server speaks first when the flow comes back: still the client's flow.
+        let f = t.feed(&tcp(s, c, 900, false, false, b"220 hello"), now, &mut ev);
+        assert_eq!(f.flow.unwrap().initiator, c.parse().unwrap());
+        let f = t.feed(&tcp(c, s, 1, false, false, b"secret"), now, &mut ev);
+        assert_eq!(f.outbound, b"secret");
+        // A new SYN on the same endpoints: a new flow, read from its own start.
+        ev.clear();
+        let f = t.feed(&tcp(c, s, 5000, true, false, b""), now, &mut ev);
+        assert!(f.began, "{ev:?}");
+        let f = t.feed(&tcp(c, s, 5001, false, false, b"again"), now, &mut ev);
+        assert_eq!(f.outbound, b"again");
     }
 
     #[test]

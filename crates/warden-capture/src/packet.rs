@@ -13,11 +13,12 @@ use etherparse::{NetSlice, SlicedPacket, TransportSlice};
 pub enum Protocol {
     /// TCP.
     Tcp,
-    /// UDP (and UDP-Lite, read as UDP).
+    /// UDP.
     Udp,
     /// ICMP or ICMPv6.
     Icmp,
-    /// Anything else carried by IP (its protocol number).
+    /// Anything else carried by IP (its protocol number): UDP-Lite, SCTP, a fragment of a
+    /// datagram too large for one packet (its payload read whole, headers and all).
     Other(u8),
 }
 

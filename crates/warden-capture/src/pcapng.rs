@@ -52,12 +52,15 @@ fn io(e: pcap_file::PcapError) -> std::io::Error {
 }
 
 impl Pcap {
-    /// Create `path` (it must not exist: a capture never overwrites a file) with at most `cap`
-    /// bytes.
+    /// Create `path` (it must not exist, nor be a link: a capture never overwrites or follows;
+    /// mode 0600, the traffic may carry secrets) with at most `cap` bytes.
     pub fn create(path: &Path, cap: u64) -> std::io::Result<Pcap> {
+        use std::os::unix::fs::OpenOptionsExt;
         let file = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(path)?;
         let mut writer = PcapNgWriter::new(BufWriter::new(file)).map_err(io)?;
         writer

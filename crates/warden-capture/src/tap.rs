@@ -39,6 +39,8 @@ const PACKET_OUTGOING: u8 = 4;
 const SOCKET_BUFFER: usize = 16 << 20;
 /// The largest packet read whole (the loopback's GSO packets are at most 64 KiB).
 const PACKET_MAX: usize = 256 << 10;
+/// Packets read in one pass, at most (then syncs and expiry get their turn).
+const PASS: usize = 4096;
 /// How long a sync waits for the tap, at most.
 const SYNC_WAIT: Duration = Duration::from_secs(2);
 
@@ -233,7 +235,8 @@ impl Run {
             if sock_ready || wake_ready {
                 self.read_queued();
             }
-            // Syncs are answered after the queue was read.
+            // Syncs are answered after what was queued when they came was read (a pass at a
+            // time; a flood that never ends gets the sync's own time limit).
             while let Ok(done) = self.syncs.try_recv() {
                 self.read_queued();
                 let _ = done.send(());
@@ -245,29 +248,36 @@ impl Run {
                 }
             }
         }
-        self.read_queued();
+        self.read_all();
         while let Ok(done) = self.syncs.try_recv() {
             let _ = done.send(());
         }
     }
 
-    /// Read every packet queued now.
-    fn read_queued(&mut self) {
-        loop {
+    /// Read the packets queued now, at most [`PASS`] (a flood cannot starve the rest).
+    /// Returns how many it read.
+    fn read_queued(&mut self) -> usize {
+        for n in 0..PASS {
             match recvfrom::<LinkAddr>(self.sock.as_raw_fd(), &mut self.buf) {
-                Ok((n, from)) => {
+                Ok((len, from)) => {
                     if from.is_some_and(|a| a.pkttype() != PACKET_OUTGOING) {
                         continue;
                     }
-                    let n = n.min(self.buf.len());
+                    let len = len.min(self.buf.len());
                     let packet = std::mem::take(&mut self.buf);
-                    self.packet(&packet[..n]);
+                    self.packet(&packet[..len]);
                     self.buf = packet;
                 }
                 Err(nix::errno::Errno::EINTR) => {}
-                Err(_) => return,
+                Err(_) => return n,
             }
         }
+        PASS
+    }
+
+    /// Read everything queued (at the end: the jail is gone, nothing more arrives).
+    fn read_all(&mut self) {
+        while self.read_queued() == PASS {}
     }
 
     fn packet(&mut self, bytes: &[u8]) {

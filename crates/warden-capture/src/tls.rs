@@ -172,6 +172,10 @@ impl Authority {
         let mut acceptor = Acceptor::default();
         let mut pending: &[u8] = first;
         let accepted = loop {
+            if Instant::now() >= deadline {
+                return failed(None, "the hello did not come in time");
+            }
+            timeouts(&stream);
             let read = if pending.is_empty() {
                 acceptor.read_tls(&mut stream)
             } else {
@@ -207,6 +211,12 @@ impl Authority {
         };
         // The handshake.
         while conn.is_handshaking() {
+            if Instant::now() >= deadline {
+                return Outcome::Refused {
+                    sni,
+                    reason: "the client went silent during the handshake".into(),
+                };
+            }
             timeouts(&stream);
             if let Err(e) = conn.complete_io(&mut stream) {
                 let reason = match e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {

@@ -28,9 +28,8 @@ pub fn reserved(kind: EventKind) -> bool {
 }
 
 /// The kinds [`reserved`] keeps past the caps, for reports that say what was kept whole.
-pub const RESERVED_KINDS: [EventKind; 13] = [
+pub const RESERVED_KINDS: [EventKind; 12] = [
     EventKind::CanarySeen,
-    EventKind::TlsRefused,
     EventKind::SandboxLimitHit,
     EventKind::SandboxExited,
     EventKind::McpInitialize,

@@ -252,13 +252,15 @@ mod tests {
 /// the order the queries came: all of them, and the first label of each query alone (for
 /// `CHUNK.SEQ.domain` shapes), so the matcher sees the secret whole again.
 ///
-/// Bounded: at most [`SPLIT_DOMAINS`] domains per window, [`SPLIT_BYTES`] characters per join
-/// (past that the oldest are dropped); a new window starts afresh.
+/// Bounded: at most [`SPLIT_DOMAINS`] domains per window (past that, the domain queried least
+/// recently makes way), [`SPLIT_BYTES`] characters per join (past that the oldest are
+/// dropped); a new window starts afresh.
 #[derive(Debug, Default)]
 pub struct SplitNames {
     window: Option<String>,
     by_domain: std::collections::HashMap<String, Joins>,
     reported: std::collections::HashMap<(String, String), u8>,
+    clock: u64,
 }
 
 /// The joins of one domain, and the last name added (a resolver asks for A and AAAA, and
@@ -268,6 +270,8 @@ struct Joins {
     all: String,
     first: String,
     last: String,
+    /// When it was last added to (the order of [`SplitNames::add`] calls).
+    at: u64,
 }
 
 /// Registered domains joined per window, at most.
@@ -294,10 +298,21 @@ impl SplitNames {
         }
         let (front, domain) = labels.split_at(labels.len() - 2);
         let domain = domain.join(".").to_ascii_lowercase();
-        if !self.by_domain.contains_key(&domain) && self.by_domain.len() >= SPLIT_DOMAINS {
-            return Vec::new();
+        // Past the bound, the domain queried least recently makes way: a program cannot
+        // query many junk domains first to keep its tunnel's domain out.
+        if !self.by_domain.contains_key(&domain)
+            && self.by_domain.len() >= SPLIT_DOMAINS
+            && let Some(oldest) = self
+                .by_domain
+                .iter()
+                .min_by_key(|(_, j)| j.at)
+                .map(|(d, _)| d.clone())
+        {
+            self.by_domain.remove(&oldest);
         }
+        self.clock += 1;
         let joins = self.by_domain.entry(domain).or_default();
+        joins.at = self.clock;
         let lower = name.to_ascii_lowercase();
         if joins.last != lower {
             joins.all.push_str(&front.concat());
@@ -378,5 +393,10 @@ mod split_tests {
             s.add(None, &format!("a.d{i}.test"));
         }
         assert!(s.by_domain.len() <= SPLIT_DOMAINS);
+        // Junk domains first cannot keep the tunnel's out.
+        let joins = s.add(None, "ghp_abcd.tunnel.test");
+        s.add(None, "efgh.tunnel.test");
+        assert_eq!(joins[1], "ghp_abcd");
+        assert!(s.by_domain.contains_key("tunnel.test"));
     }
 }

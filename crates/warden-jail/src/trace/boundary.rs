@@ -25,12 +25,27 @@ use super::Hub;
 const OVERLAP: usize = 512;
 /// Bytes of a flow's start kept for its `net.flow` event.
 const PREVIEW: usize = 256;
+/// A chunk this small is also searched joined to the small chunks sent before to the same
+/// address by other flows (a secret cut into short pieces, one per connection or socket).
+const SMALL: usize = 64;
+/// Addresses whose small chunks are joined, at most (the least recent makes way).
+const MAX_DESTINATIONS: usize = 256;
 
 /// The observer of one run's tap.
 pub struct Boundary {
     hub: Arc<Hub>,
     stub: Arc<Mutex<Stub>>,
     flows: Mutex<HashMap<u64, FlowScan>>,
+    /// Small chunks sent to each address, joined across flows.
+    destinations: Mutex<HashMap<IpAddr, Joined>>,
+    clock: std::sync::atomic::AtomicU64,
+}
+
+#[derive(Default)]
+struct Joined {
+    tail: Vec<u8>,
+    reported: HashMap<String, u8>,
+    at: u64,
 }
 
 impl std::fmt::Debug for Boundary {
@@ -70,6 +85,8 @@ impl Boundary {
             hub,
             stub,
             flows: Mutex::new(HashMap::new()),
+            destinations: Mutex::new(HashMap::new()),
+            clock: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -87,6 +104,71 @@ impl Boundary {
             "host": self.host(flow.responder),
             "flow": flow.id,
         })
+    }
+}
+
+impl Boundary {
+    /// Search `bytes` joined to the small chunks other flows sent to the same address before.
+    fn joined(&self, flow: &Flow, bytes: &[u8]) {
+        let Some(canaries) = self.hub.canaries() else {
+            return;
+        };
+        let at = self
+            .clock
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let window = {
+            let Ok(mut all) = self.destinations.lock() else {
+                return;
+            };
+            let ip = flow.responder.ip();
+            if !all.contains_key(&ip)
+                && all.len() >= MAX_DESTINATIONS
+                && let Some(oldest) = all.iter().min_by_key(|(_, j)| j.at).map(|(k, _)| *k)
+            {
+                all.remove(&oldest);
+            }
+            let j = all.entry(ip).or_default();
+            j.at = at;
+            let mut window = std::mem::take(&mut j.tail);
+            window.extend_from_slice(bytes);
+            let keep = window.len().min(OVERLAP);
+            j.tail = window[window.len() - keep..].to_vec();
+            window
+        };
+        for hit in canaries.find(&window) {
+            let rank = hit.encoding.rank();
+            // What the flow's own stream showed as directly is reported already.
+            let in_flow = self.flows.lock().is_ok_and(|f| {
+                f.get(&flow.id)
+                    .and_then(|s| s.reported.get(&hit.planted))
+                    .is_some_and(|best| *best <= rank)
+            });
+            if in_flow {
+                continue;
+            }
+            let better = self.destinations.lock().is_ok_and(|mut all| {
+                let best = all
+                    .entry(flow.responder.ip())
+                    .or_default()
+                    .reported
+                    .entry(hit.planted.clone())
+                    .or_insert(u8::MAX);
+                let better = rank < *best;
+                *best = (*best).min(rank);
+                better
+            });
+            if !better {
+                continue;
+            }
+            let mut data = self.place(flow);
+            if let Some(o) = data.as_object_mut() {
+                o.insert("planted".into(), json!(hit.planted));
+                o.insert("encoding".into(), json!(hit.encoding));
+                o.insert("where".into(), json!("boundary"));
+                o.insert("joined".into(), json!("address"));
+            }
+            self.hub.record(EventKind::CanarySeen, None, data);
+        }
     }
 }
 
@@ -144,6 +226,9 @@ impl Observer for Boundary {
                 o.insert("where".into(), json!("boundary"));
             }
             self.hub.record(EventKind::CanarySeen, None, data);
+        }
+        if bytes.len() <= SMALL {
+            self.joined(flow, bytes);
         }
     }
 
@@ -211,6 +296,8 @@ pub fn record_tls(
             });
             hub.scan(&plaintext, None, &ctx);
         }
+        // No per-connection id: the same refusal again in one window is folded into the first
+        // (a flood of refusals cannot fill the cap), and refusals have no reserve of their own.
         Outcome::Refused { sni, reason } => {
             let data = json!({
                 "address": dest.ip().to_string(),
@@ -218,12 +305,22 @@ pub fn record_tls(
                 "host": host,
                 "sni": sni,
                 "reason": reason,
-                "hello": hello,
             });
             hub.record(EventKind::TlsRefused, None, data);
         }
+        // Not TLS the chamber could speak (no common version, cipher or application protocol:
+        // an HTTP/2-only client): the hello's own event says so.
         Outcome::Failed { sni, reason } => {
-            tracing::debug!(?sni, %reason, "a TLS hello the chamber could not answer");
+            let data = json!({
+                "address": dest.ip().to_string(),
+                "port": dest.port(),
+                "host": host,
+                "bytes": 0,
+                "captured": "tls",
+                "sni": sni,
+                "error": reason,
+            });
+            hub.record(EventKind::NetSend, None, data);
         }
     }
 }
@@ -233,8 +330,12 @@ mod tests {
     use super::*;
 
     fn flow(to: &str) -> Flow {
+        flow_n(1, to)
+    }
+
+    fn flow_n(id: u64, to: &str) -> Flow {
         Flow {
-            id: 1,
+            id,
             protocol: Protocol::Udp,
             initiator: "127.0.0.1:5000".parse().unwrap(),
             responder: to.parse().unwrap(),
@@ -244,6 +345,29 @@ mod tests {
             bytes_in: 0,
             gaps: 0,
         }
+    }
+
+    #[test]
+    fn short_pieces_over_many_flows_to_one_address_are_joined() {
+        let d = warden_trace::Decoys::generate();
+        let token = d.canaries.value("env:NPM_TOKEN").unwrap().to_owned();
+        let hub = Arc::new(Hub::new(1000, None, Some(d.canaries.clone())));
+        let stub = Arc::new(Mutex::new(Stub::new(warden_trace::DnsMode::FakeIp)));
+        let b = Boundary::new(hub.clone(), stub);
+        for (i, piece) in token.as_bytes().chunks(8).enumerate() {
+            let f = flow_n(i as u64 + 10, &format!("198.51.100.9:{}", 7000 + i));
+            b.began(&f);
+            b.outbound(&f, piece);
+            b.ended(&f);
+        }
+        let (events, _) = hub.take();
+        assert!(
+            events.iter().any(|e| e.kind == EventKind::CanarySeen
+                && e.data["planted"] == "env:NPM_TOKEN"
+                && e.data["joined"] == "address"
+                && e.data["encoding"] == "plain"),
+            "{events:?}"
+        );
     }
 
     #[test]

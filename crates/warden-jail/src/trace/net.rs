@@ -201,7 +201,23 @@ impl Net {
         let (egress2, forwarder2, targets2) = (egress.clone(), forwarder.clone(), targets.clone());
         let (hub2, park) = (hub.clone(), targets.is_some());
         let authority = capture.authority.clone();
-        let tap_on = tap_ns.is_some();
+        // The tap first: whether it runs decides whether the sink searches its first bytes
+        // itself (a tap that could not start leaves the sink's search on).
+        let mut status = json!(null);
+        let tap = tap_ns.and_then(|ns| {
+            let observer = Arc::new(super::boundary::Boundary::new(hub.clone(), stub.clone()));
+            let config = warden_capture::Config {
+                pcap: capture.pcap.clone(),
+                pcap_cap: 0,
+            };
+            warden_capture::Tap::start(ns, observer, config)
+                .map_err(|e| {
+                    tracing::warn!("the boundary capture is off: {e}");
+                    status = json!({ "error": e });
+                })
+                .ok()
+        });
+        let tap_on = tap.is_some();
         let thread = std::thread::Builder::new()
             .name("warden-net".into())
             .spawn(move || {
@@ -252,21 +268,6 @@ impl Net {
                     }
                     _ => None,
                 };
-                let mut status = json!(null);
-                let tap = tap_ns.and_then(|ns| {
-                    let observer =
-                        Arc::new(super::boundary::Boundary::new(hub.clone(), stub.clone()));
-                    let config = warden_capture::Config {
-                        pcap: capture.pcap.clone(),
-                        pcap_cap: 0,
-                    };
-                    warden_capture::Tap::start(ns, observer, config)
-                        .map_err(|e| {
-                            tracing::warn!("the boundary capture is off: {e}");
-                            status = json!({ "error": e });
-                        })
-                        .ok()
-                });
                 Ok(Net {
                     listeners,
                     stub,

@@ -326,7 +326,10 @@ except Exception as e:
         })
     };
     assert!(read("curl.invalid", "POST /up HTTP/1.1"), "curl: {r:?}");
-    assert!(read("requests.invalid", "POST /v1 HTTP/1.1"), "requests: {r:?}");
+    assert!(
+        read("requests.invalid", "POST /v1 HTTP/1.1"),
+        "requests: {r:?}"
+    );
     let seen = |planted: &str, encoding: &str| {
         events.iter().any(|e| {
             e["kind"] == "canary.seen"
@@ -337,5 +340,8 @@ except Exception as e:
     };
     assert!(seen("env:GITHUB_TOKEN", "plain"), "{events:?}");
     assert!(seen("env:NPM_TOKEN", "reversed"), "{events:?}");
-    assert!(!events.iter().any(|e| e["kind"] == "tls.refused"), "{events:?}");
+    assert!(
+        !events.iter().any(|e| e["kind"] == "tls.refused"),
+        "{events:?}"
+    );
 }
