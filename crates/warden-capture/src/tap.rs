@@ -84,6 +84,10 @@ pub struct Summary {
 #[derive(Debug)]
 pub struct Tap {
     stop: Arc<AtomicBool>,
+    /// The packet socket (shared: a sync looks at its queue before it asks the thread).
+    sock: Arc<OwnedFd>,
+    /// Set while the thread is reading and handing over packets.
+    busy: Arc<AtomicBool>,
     wake: OwnedFd,
     syncs: Mutex<mpsc::Sender<mpsc::SyncSender<()>>>,
     thread: Mutex<Option<std::thread::JoinHandle<Summary>>>,
@@ -115,12 +119,15 @@ impl Tap {
         let (sync_tx, sync_rx) = mpsc::channel();
         let (ready_tx, ready_rx) = mpsc::sync_channel(1);
         let stop2 = stop.clone();
+        let busy = Arc::new(AtomicBool::new(false));
+        let busy2 = busy.clone();
         let thread = std::thread::Builder::new()
             .name("warden-tap".into())
             .spawn(move || {
                 let sock = match open(&netns) {
                     Ok(s) => {
-                        let _ = ready_tx.send(Ok(()));
+                        let s = Arc::new(s);
+                        let _ = ready_tx.send(Ok(s.clone()));
                         s
                     }
                     Err(e) => {
@@ -130,6 +137,7 @@ impl Tap {
                 };
                 let mut run = Run {
                     sock,
+                    busy: busy2,
                     wake: wake_r,
                     syncs: sync_rx,
                     observer,
@@ -143,8 +151,10 @@ impl Tap {
             })
             .map_err(|e| format!("thread: {e}"))?;
         match ready_rx.recv() {
-            Ok(Ok(())) => Ok(Tap {
+            Ok(Ok(sock)) => Ok(Tap {
                 stop,
+                sock,
+                busy,
                 wake: wake_w,
                 syncs: Mutex::new(sync_tx),
                 thread: Mutex::new(Some(thread)),
@@ -160,6 +170,11 @@ impl Tap {
     /// Wait (at most two seconds) until every packet sent before this call was handed to the
     /// observer.
     pub fn sync(&self) {
+        // Nothing queued and nothing in hand: every packet sent so far was handed over (the
+        // thread marks itself busy before it takes a packet off the queue).
+        if !self.busy.load(Ordering::SeqCst) && queued(&self.sock) == Some(0) {
+            return;
+        }
         let (tx, rx) = mpsc::sync_channel(1);
         let sent = self
             .syncs
@@ -205,7 +220,8 @@ fn open(netns: &OwnedFd) -> Result<OwnedFd, String> {
 }
 
 struct Run {
-    sock: OwnedFd,
+    sock: Arc<OwnedFd>,
+    busy: Arc<AtomicBool>,
     wake: OwnedFd,
     syncs: mpsc::Receiver<mpsc::SyncSender<()>>,
     observer: Arc<dyn Observer>,
@@ -257,6 +273,13 @@ impl Run {
     /// Read the packets queued now, at most [`PASS`] (a flood cannot starve the rest).
     /// Returns how many it read.
     fn read_queued(&mut self) -> usize {
+        self.busy.store(true, Ordering::SeqCst);
+        let n = self.read_pass();
+        self.busy.store(false, Ordering::SeqCst);
+        n
+    }
+
+    fn read_pass(&mut self) -> usize {
         for n in 0..PASS {
             match recvfrom::<LinkAddr>(self.sock.as_raw_fd(), &mut self.buf) {
                 Ok((len, from)) => {
@@ -319,6 +342,20 @@ impl Run {
             }
         }
         self.summary
+    }
+}
+
+/// The size of the next packet queued on `sock` (`FIONREAD`, which is `SIOCINQ`; 0: none), `None` when it cannot
+/// say.
+fn queued(sock: &OwnedFd) -> Option<usize> {
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one `int` through the pointer, which points at `n`, alive for the
+    // call; the descriptor is owned by `sock`.
+    let rc = unsafe { libc::ioctl(sock.as_raw_fd(), libc::FIONREAD, &raw mut n) };
+    if rc == 0 {
+        usize::try_from(n).ok()
+    } else {
+        None
     }
 }
 
