@@ -146,6 +146,14 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../rules/decoy-linked.yaml"),
     ),
     (
+        "credential-sent-to-its-service.yaml",
+        include_str!("../rules/credential-sent-to-its-service.yaml"),
+    ),
+    (
+        "capture-dropped.yaml",
+        include_str!("../rules/capture-dropped.yaml"),
+    ),
+    (
         "credential-access.yaml",
         include_str!("../rules/credential-access.yaml"),
     ),

@@ -470,3 +470,22 @@ fn a_command_parameter_that_runs_commands_is_a_capability() {
         ("command-injection", Severity::Critical)
     );
 }
+
+/// Every rule file in `rules/` is built in: a file added without its line in `BUILTIN` would
+/// be a rule that never runs.
+#[test]
+fn every_rule_file_is_built_in() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("rules");
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".yaml"))
+        .collect();
+    files.sort();
+    let mut built: Vec<String> = warden_rules::BUILTIN
+        .iter()
+        .map(|(n, _)| (*n).to_owned())
+        .collect();
+    built.sort();
+    assert_eq!(files, built);
+}

@@ -218,3 +218,65 @@ mod tests {
         assert!(again.canaries.find(d.env[0].1.as_bytes()).is_empty());
     }
 }
+
+/// The services a planted credential is *for*: the domains (and the names below them) a
+/// program given that credential sends it to when it uses it — the GitHub token to GitHub, an
+/// npm token to the npm registry. Empty for a secret that is never sent as it is (an SSH key
+/// signs, an AWS secret access key signs; only the key id travels), or that has no service of
+/// its own (`~/.env`, a browser's saved passwords).
+pub fn audience(planted: &str) -> &'static [&'static str] {
+    match planted {
+        "env:AWS_ACCESS_KEY_ID" | "file:~/.aws/credentials#id" => {
+            &["amazonaws.com", "amazonaws.com.cn", "aws.amazon.com"]
+        }
+        "env:GITHUB_TOKEN" | "file:~/.config/gh/hosts.yml" | "file:~/.git-credentials" => {
+            &["github.com", "githubusercontent.com"]
+        }
+        "env:OPENAI_API_KEY" => &["openai.com"],
+        "env:ANTHROPIC_API_KEY" => &["anthropic.com"],
+        "env:NPM_TOKEN" | "file:~/.npmrc" => &["npmjs.org", "npmjs.com"],
+        "env:DATABASE_URL" => &["db.internal.invalid"],
+        "file:~/.docker/config.json" => &["docker.io", "docker.com"],
+        _ => &[],
+    }
+}
+
+/// Whether `host` (a TLS server name, an HTTP Host or the name an address stood for) is one of
+/// the services `planted` is for: the domain itself or a name below it (by whole labels, so
+/// `github.com.evil.test` is not GitHub).
+pub fn is_audience(planted: &str, host: &str) -> bool {
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    let host = host.rsplit_once(':').map_or(host.as_str(), |(h, port)| {
+        if port.chars().all(|c| c.is_ascii_digit()) {
+            h
+        } else {
+            host.as_str()
+        }
+    });
+    audience(planted)
+        .iter()
+        .any(|d| host == *d || host.ends_with(&format!(".{d}")))
+}
+
+#[cfg(test)]
+mod audience_tests {
+    use super::*;
+
+    #[test]
+    fn a_credential_is_for_its_own_service_only() {
+        assert!(is_audience("env:GITHUB_TOKEN", "api.github.com"));
+        assert!(is_audience("env:GITHUB_TOKEN", "API.GitHub.com:443"));
+        assert!(!is_audience("env:GITHUB_TOKEN", "github.com.evil.test"));
+        assert!(!is_audience("env:GITHUB_TOKEN", "notgithub.com"));
+        assert!(!is_audience("env:GITHUB_TOKEN", "api.openai.com"));
+        assert!(is_audience(
+            "file:~/.aws/credentials#id",
+            "sts.amazonaws.com"
+        ));
+        assert!(
+            !is_audience("file:~/.aws/credentials", "sts.amazonaws.com"),
+            "a secret key signs, never travels"
+        );
+        assert!(!is_audience("file:~/.ssh/id_rsa", "github.com"));
+    }
+}

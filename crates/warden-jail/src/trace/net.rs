@@ -201,8 +201,7 @@ impl Net {
         let (egress2, forwarder2, targets2) = (egress.clone(), forwarder.clone(), targets.clone());
         let (hub2, park) = (hub.clone(), targets.is_some());
         let authority = capture.authority.clone();
-        // The tap first: whether it runs decides whether the sink searches its first bytes
-        // itself (a tap that could not start leaves the sink's search on).
+        // The tap first: it must see the first packet the jail sends.
         let mut status = json!(null);
         let tap = tap_ns.and_then(|ns| {
             let observer = Arc::new(super::boundary::Boundary::new(hub.clone(), stub.clone()));
@@ -217,7 +216,6 @@ impl Net {
                 })
                 .ok()
         });
-        let tap_on = tap.is_some();
         let thread = std::thread::Builder::new()
             .name("warden-net".into())
             .spawn(move || {
@@ -245,7 +243,6 @@ impl Net {
                     targets: targets2,
                     authority,
                     tls_open: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
-                    tap: tap_on,
                     split: warden_trace::SplitNames::default(),
                 };
                 serve.run(&stop2);
@@ -521,8 +518,6 @@ struct Serve {
     authority: Option<Arc<warden_capture::Authority>>,
     /// TLS connections being opened now.
     tls_open: Arc<std::sync::atomic::AtomicUsize>,
-    /// Whether the boundary tap searches every byte (then the sink's own search is skipped).
-    tap: bool,
     /// The queries of the window, joined per domain.
     split: warden_trace::SplitNames,
 }
@@ -780,11 +775,8 @@ impl Serve {
 
     fn finish(&self, c: Conn) {
         let id = self.record_send(&c);
-        // The tap searches every byte of the flow; without it, the sink's first bytes are
-        // what there is.
-        if self.tap {
-            return;
-        }
+        // Searched here too with the tap on: a sighting in the sink's first bytes is linked to
+        // the request it was in (its line, its Host); the tap's covers every byte after.
         let ctx = json!({
             "where": "net",
             "address": c.dest.ip().to_string(),

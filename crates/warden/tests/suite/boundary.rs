@@ -345,3 +345,37 @@ except Exception as e:
         "{events:?}"
     );
 }
+
+/// Precision: a GitHub client sending the token it was given to api.github.com, inside TLS the
+/// chamber opened, is using it, not stealing it: no canary-leaving, no HIGH, a low
+/// credential-sent-to-its-service naming the request.
+#[test]
+pub fn a_credential_used_on_its_own_service_is_not_a_theft() {
+    let (code, out, err) = detonate("github_client.py", &["--output", "json", "--no-payloads"]);
+    assert_eq!(code, 0, "{err}");
+    let r: Value = serde_json::from_str(&out).unwrap();
+    let f = finding_rows(&r, &[]);
+    assert!(
+        !f.iter().any(|(_, s, _)| s == "high" || s == "critical"),
+        "{f:?}"
+    );
+    assert!(
+        f.iter()
+            .any(|(rule, s, t)| rule == "credential-sent-to-its-service"
+                && s == "low"
+                && t == "whoami"),
+        "{f:?}"
+    );
+    // It was seen: inside TLS, to api.github.com, marked as its own service's.
+    assert!(
+        r["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["kind"] == "canary.seen"
+                && e["data"]["where"] == "tls"
+                && e["data"]["planted"] == "env:GITHUB_TOKEN"
+                && e["data"]["own_service"] == true),
+        "no sighting inside TLS"
+    );
+}

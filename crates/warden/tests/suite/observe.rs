@@ -116,12 +116,18 @@ pub fn connections_anywhere_land_on_the_sink() {
     let aws = canary_value(&ev, "file:~/.aws/credentials");
     assert!(post["data"]["preview"].as_str().unwrap().contains(&aws));
     let seen = all(&ev, "canary.seen");
+    // Seen in the sink's first bytes (linked to the request), and at the boundary.
     let hit = seen
         .iter()
-        .find(|e| e["data"]["planted"] == "file:~/.aws/credentials")
+        .find(|e| e["data"]["planted"] == "file:~/.aws/credentials" && e["data"]["where"] == "net")
         .expect("the stolen key was seen leaving");
-    assert_eq!(hit["data"]["where"], "net");
     assert_eq!(hit["data"]["event"], post["id"]);
+    assert!(
+        seen.iter()
+            .any(|e| e["data"]["planted"] == "file:~/.aws/credentials"
+                && e["data"]["where"] == "boundary"
+                && e["data"]["address"] == "203.0.113.7")
+    );
     // A name resolved by the stub leads to the sink too, and both sides carry the name.
     let beacon = sends
         .iter()
