@@ -63,8 +63,9 @@ pub struct Packet<'a> {
     pub payload: &'a [u8],
     /// TCP's sequence and flags.
     pub tcp: Option<Tcp>,
-    /// An ICMP error (unreachable, time exceeded, parameter problem, too big…): the kernel's
-    /// answer to another packet, which it quotes; never a flow of its own.
+    /// An ICMP answer (an echo reply, unreachable, time exceeded, parameter problem, too
+    /// big…): the kernel's answer to another packet; never part of what a flow's initiator
+    /// sent (the jail's own addresses answer its echoes, from the same address).
     pub icmp_error: bool,
 }
 
@@ -116,8 +117,9 @@ pub fn parse(bytes: &[u8]) -> Option<Packet<'_>> {
             protocol: Protocol::Icmp,
             payload: i.payload(),
             tcp: None,
-            // Destination unreachable, source quench, redirect, time exceeded, parameter problem.
-            icmp_error: matches!(i.type_u8(), 3 | 4 | 5 | 11 | 12),
+            // Echo reply (the kernel answers echoes to its own addresses), destination
+            // unreachable, source quench, redirect, time exceeded, parameter problem.
+            icmp_error: matches!(i.type_u8(), 0 | 3 | 4 | 5 | 11 | 12),
         },
         Some(TransportSlice::Icmpv6(i)) => Packet {
             src: at(src, 0),
@@ -125,8 +127,9 @@ pub fn parse(bytes: &[u8]) -> Option<Packet<'_>> {
             protocol: Protocol::Icmp,
             payload: i.payload(),
             tcp: None,
-            // Destination unreachable, packet too big, time exceeded, parameter problem.
-            icmp_error: matches!(i.type_u8(), 1..=4),
+            // Destination unreachable, packet too big, time exceeded, parameter problem, echo
+            // reply.
+            icmp_error: matches!(i.type_u8(), 1..=4 | 129),
         },
         None => Packet {
             src: at(src, 0),

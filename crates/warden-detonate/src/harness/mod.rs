@@ -90,7 +90,16 @@ pub struct Session {
     /// Tools whose metadata carries hidden or manipulative instructions (full mode gives the
     /// model a task that makes them fire).
     pub poisoned: Vec<String>,
+    /// The end of what the model has read so far (the tool results in order), so a secret
+    /// handed out in pieces over several results is whole again; and the most direct form of
+    /// each canary found in it.
+    pub read_tail: String,
+    /// See `read_tail`.
+    pub read_reported: HashMap<String, u8>,
 }
+
+/// Characters of what the model read kept for the join of the next result.
+const READ_TAIL: usize = 512;
 
 /// How the server's sandbox ended, as far as the harness saw it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -986,6 +995,54 @@ pub(crate) fn text_of(output: &str) -> String {
 /// the model, credentials and — outside tool results, whose canaries [`call`] looks for —
 /// planted secrets; record an `mcp.content` event when anything is found. `sent` is an
 /// argument of ours that the text may echo, and is not the server's doing.
+/// Search `output` joined to the end of what the model read before it (the stream of results):
+/// a secret handed out in pieces too short to be found alone is whole again. A find the result
+/// showed on its own (`alone`) is not repeated; each canary is reported again only for a more
+/// direct form, with `split: true`.
+fn read_joined(
+    ctx: &mut Ctx<'_>,
+    tool: &str,
+    id: Option<u64>,
+    output: &str,
+    alone: &[warden_trace::Hit],
+) {
+    let mut joined = std::mem::take(&mut ctx.session.read_tail);
+    // What was found in the end of the stream before is not this result's doing.
+    let before = ctx.canaries.find(joined.as_bytes());
+    // The text the model reads, without the result's framing (which would sit between the
+    // pieces), and without the line end after it.
+    joined.push_str(text_of(output).trim_end_matches('\n'));
+    for hit in ctx.canaries.find(joined.as_bytes()) {
+        let rank = hit.encoding.rank();
+        if alone
+            .iter()
+            .chain(&before)
+            .any(|a| a.planted == hit.planted && a.encoding.rank() <= rank)
+        {
+            continue;
+        }
+        let best = ctx
+            .session
+            .read_reported
+            .entry(hit.planted.clone())
+            .or_insert(u8::MAX);
+        if rank >= *best {
+            continue;
+        }
+        *best = rank;
+        ctx.record(
+            EventKind::CanarySeen,
+            json!({ "planted": hit.planted, "encoding": hit.encoding, "where": "tool_result", "tool": tool, "call": id, "split": true }),
+        );
+    }
+    let cut = joined
+        .char_indices()
+        .map(|(i, _)| i)
+        .find(|i| joined.len() - i <= READ_TAIL)
+        .unwrap_or(joined.len());
+    ctx.session.read_tail = joined[cut..].to_owned();
+}
+
 fn inspect(
     ctx: &Ctx<'_>,
     source: &str,
@@ -1145,6 +1202,7 @@ async fn call(
             json!({ "planted": hit.planted, "encoding": hit.encoding, "where": "tool_result", "tool": tool, "call": id }),
         );
     }
+    read_joined(ctx, tool, id, &output, &hits);
     // What the model reads of it: the result, or the error message.
     let sent = payload.map(|(_, p)| p.value.as_str());
     match &error {

@@ -90,6 +90,17 @@ pub fn secrets_are_seen_leaving_by_any_route() {
         by("push", "env:GITHUB_TOKEN", "xor", "boundary"),
         "{seen:?}"
     );
+    // ICMP echo data, 16 bytes a packet: whole in the flow's stream (where ping sockets can
+    // be allowed: a container's read-only /proc/sys keeps them refused, and nothing is sent).
+    let echoes = r["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["kind"] == "net.flow" && e["data"]["protocol"] == "icmp");
+    assert!(
+        !echoes || by("ping", "env:NPM_TOKEN", "plain", "boundary"),
+        "{seen:?}"
+    );
     let f = finding_rows(&r, &[]);
     // The decoy read through a hard link is the decoy (by inode): its read and its sighting
     // make the chain; the link itself and the read of /proc/self/environ are shapes.
@@ -118,7 +129,12 @@ pub fn secrets_are_seen_leaving_by_any_route() {
         linked_open,
         "the read through the hard link is not the decoy's"
     );
-    for tool in ["sync", "push", "upload"] {
+    let tools: &[&str] = if echoes {
+        &["sync", "push", "upload", "ping"]
+    } else {
+        &["sync", "push", "upload"]
+    };
+    for tool in tools {
         assert!(
             f.iter()
                 .any(|(rule, s, t)| rule == "canary-leaving" && s == "critical" && t == tool),

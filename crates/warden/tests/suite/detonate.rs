@@ -877,6 +877,19 @@ pub fn secrets_dressed_to_evade_are_still_found() {
                 && e["data"]["encoding"] == "plain"),
         "no split sighting"
     );
+    // The Anthropic key, 10 bare characters a result: whole in the stream the model reads.
+    assert!(has(&f, "canary-in-output", "high", "code"), "{f:?}");
+    assert!(
+        r["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["kind"] == "canary.seen"
+                && e["data"]["planted"] == "env:ANTHROPIC_API_KEY"
+                && e["data"]["where"] == "tool_result"
+                && e["data"]["split"] == true),
+        "no sighting in the stream of results"
+    );
     assert!(
         seen.contains(&("file:~/.aws/credentials", "fragment")),
         "{seen:?}"
