@@ -183,6 +183,38 @@ def detonate(name, fixture, due):
         say(name, "LOSS", f"wanted {due}: " + detail)
 
 
+def boundary():
+    """The network boundary (issue #32): a server that sends the decoys by sendmmsg, XOR over
+    TCP segments and inside HTTPS must end CRITICAL with a sighting at the boundary; where
+    the host refuses the packet tap, the run says so (capture.error) and it is degraded."""
+    p = subprocess.run(
+        [WARDEN, "detonate", os.path.join(DIR, "fixtures", "mcp", "servers", "boundary.py"),
+         "--output", "json", "--no-payloads", "--timeout", "300s"],
+        capture_output=True, timeout=600,
+    )
+    try:
+        report = json.loads(p.stdout)
+    except ValueError:
+        say("boundary", "FAIL", f"exit {p.returncode}: {p.stderr.decode(errors='replace')[-300:]}")
+        return
+    events = report.get("events", [])
+    places = sorted({e["data"].get("where") for e in events if e["kind"] == "canary.seen"})
+    captures = [e["data"].get("capture") for e in events if e["kind"] == "sandbox.exited"]
+    errors = [c.get("error") for c in captures if isinstance(c, dict) and c.get("error")]
+    detail = f"verdict={report['verdict']} where={places} capture={captures[-1:] }"
+    if report["verdict"] not in ("HIGH", "CRITICAL"):
+        say("boundary", "LOSS", detail)
+    elif errors:
+        say("boundary", "degraded", detail)
+    elif "boundary" in places and "tls" in places:
+        say("boundary", "pass", detail)
+    elif CELL == "gvisor":
+        # gVisor's own network stack decides what a packet socket sees.
+        say("boundary", "degraded", "no sighting at the boundary or inside TLS: " + detail)
+    else:
+        say("boundary", "FAIL", "no sighting at the boundary or inside TLS: " + detail)
+
+
 # The escape battery's quick subset: (program, number of "ok" lines it must print).
 ESCAPES = [("ptrace", 6), ("mounts", 13), ("namespaces", 9), ("kernel", 31)]
 
@@ -215,6 +247,7 @@ def main():
         serve()
         detonate("detonate_thief", "thief.py", {"HIGH", "CRITICAL"})
         detonate("detonate_hog", "hog.py", {"MEDIUM", "HIGH", "CRITICAL"})
+        boundary()
         escapes()
     total = sum(counts.values())
     print(
