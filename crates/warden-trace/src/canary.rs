@@ -72,6 +72,30 @@ impl Form {
     }
 }
 
+/// The most direct find of each canary reported so far in one place (a flow, a stream, a
+/// window's queries): a find is worth reporting when it is the first, or more direct than
+/// what was (a fragment first, the whole secret later).
+#[derive(Debug, Clone, Default)]
+pub struct Reported(std::collections::HashMap<String, u8>);
+
+impl Reported {
+    /// Whether `hit` is worth reporting here; if so, it is remembered.
+    pub fn improves(&mut self, hit: &Hit) -> bool {
+        let rank = hit.encoding.rank();
+        let best = self.0.entry(hit.planted.clone()).or_insert(u8::MAX);
+        let better = rank < *best;
+        *best = (*best).min(rank);
+        better
+    }
+
+    /// Whether `hit` was reported here already as directly (or more).
+    pub fn covers(&self, hit: &Hit) -> bool {
+        self.0
+            .get(&hit.planted)
+            .is_some_and(|best| *best <= hit.encoding.rank())
+    }
+}
+
 /// Characters of a fragment, at least.
 pub const FRAGMENT: usize = 12;
 /// Characters at a canary's start that may be a fixed prefix (`ghp_`, `AKIA`): fragments

@@ -15,7 +15,7 @@ pub mod interposer;
 pub mod requests;
 pub mod sniff;
 
-pub use canary::{Canaries, Canary, Form, Hit};
+pub use canary::{Canaries, Canary, Form, Hit, Reported};
 pub use decoys::{DecoyFile, Decoys};
 pub use dns::{DnsMode, Query, SplitNames, Stub, questions};
 pub use sniff::{Sniffed, sniff};

@@ -95,7 +95,7 @@ pub struct Session {
     /// each canary found in it.
     pub read_tail: String,
     /// See `read_tail`.
-    pub read_reported: HashMap<String, u8>,
+    pub read_reported: warden_trace::Reported,
 }
 
 /// Characters of what the model read kept for the join of the next result.
@@ -1014,22 +1014,13 @@ fn read_joined(
     joined.push_str(text_of(output).trim_end_matches('\n'));
     for hit in ctx.canaries.find(joined.as_bytes()) {
         let rank = hit.encoding.rank();
-        if alone
+        let shown = alone
             .iter()
             .chain(&before)
-            .any(|a| a.planted == hit.planted && a.encoding.rank() <= rank)
-        {
+            .any(|a| a.planted == hit.planted && a.encoding.rank() <= rank);
+        if shown || !ctx.session.read_reported.improves(&hit) {
             continue;
         }
-        let best = ctx
-            .session
-            .read_reported
-            .entry(hit.planted.clone())
-            .or_insert(u8::MAX);
-        if rank >= *best {
-            continue;
-        }
-        *best = rank;
         ctx.record(
             EventKind::CanarySeen,
             json!({ "planted": hit.planted, "encoding": hit.encoding, "where": "tool_result", "tool": tool, "call": id, "split": true }),

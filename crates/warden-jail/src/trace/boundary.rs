@@ -44,7 +44,7 @@ pub struct Boundary {
 #[derive(Default)]
 struct Joined {
     tail: Vec<u8>,
-    reported: HashMap<String, u8>,
+    reported: warden_trace::Reported,
     at: u64,
 }
 
@@ -57,8 +57,7 @@ impl std::fmt::Debug for Boundary {
 #[derive(Default)]
 struct FlowScan {
     tail: Vec<u8>,
-    /// The best rank reported per canary.
-    reported: HashMap<String, u8>,
+    reported: warden_trace::Reported,
     preview: Vec<u8>,
 }
 
@@ -136,27 +135,18 @@ impl Boundary {
             window
         };
         for hit in canaries.find(&window) {
-            let rank = hit.encoding.rank();
             // What the flow's own stream showed as directly is reported already.
-            let in_flow = self.flows.lock().is_ok_and(|f| {
-                f.get(&flow.id)
-                    .and_then(|s| s.reported.get(&hit.planted))
-                    .is_some_and(|best| *best <= rank)
-            });
-            if in_flow {
-                continue;
-            }
-            let better = self.destinations.lock().is_ok_and(|mut all| {
-                let best = all
-                    .entry(flow.responder.ip())
-                    .or_default()
-                    .reported
-                    .entry(hit.planted.clone())
-                    .or_insert(u8::MAX);
-                let better = rank < *best;
-                *best = (*best).min(rank);
-                better
-            });
+            let in_flow = self
+                .flows
+                .lock()
+                .is_ok_and(|f| f.get(&flow.id).is_some_and(|s| s.reported.covers(&hit)));
+            let better = !in_flow
+                && self.destinations.lock().is_ok_and(|mut all| {
+                    all.entry(flow.responder.ip())
+                        .or_default()
+                        .reported
+                        .improves(&hit)
+                });
             if !better {
                 continue;
             }
@@ -204,18 +194,10 @@ impl Observer for Boundary {
             return;
         };
         for hit in canaries.find(&window) {
-            let rank = hit.encoding.rank();
-            let new = self.flows.lock().is_ok_and(|mut f| {
-                let best = f
-                    .entry(flow.id)
-                    .or_default()
-                    .reported
-                    .entry(hit.planted.clone())
-                    .or_insert(u8::MAX);
-                let better = rank < *best;
-                *best = (*best).min(rank);
-                better
-            });
+            let new = self
+                .flows
+                .lock()
+                .is_ok_and(|mut f| f.entry(flow.id).or_default().reported.improves(&hit));
             if !new {
                 continue;
             }

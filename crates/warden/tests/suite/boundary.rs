@@ -2,7 +2,7 @@
 //! protocol or TLS carried them, a pinning client's refusal, and the session's traffic as a
 //! pcapng file tshark reads.
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::common::*;
 use super::detonate::detonate;
@@ -383,15 +383,13 @@ pub fn a_credential_used_on_its_own_service_is_not_a_theft() {
         "{f:?}"
     );
     // It was seen: inside TLS, to api.github.com, marked as its own service's.
+    let used = [
+        ("where", json!("tls")),
+        ("planted", json!("env:GITHUB_TOKEN")),
+        ("own_service", json!(true)),
+    ];
     assert!(
-        r["events"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|e| e["kind"] == "canary.seen"
-                && e["data"]["where"] == "tls"
-                && e["data"]["planted"] == "env:GITHUB_TOKEN"
-                && e["data"]["own_service"] == true),
+        has_event(&r, "canary.seen", &used),
         "no sighting inside TLS"
     );
 }

@@ -341,3 +341,13 @@ pub fn names(list: &serde_json::Value) -> Vec<&str> {
         .map(|t| t["name"].as_str().unwrap())
         .collect()
 }
+
+/// Whether the report `r` holds an event of `kind` whose data has every `(field, value)` of
+/// `fields`.
+pub fn has_event(r: &serde_json::Value, kind: &str, fields: &[(&str, serde_json::Value)]) -> bool {
+    r["events"].as_array().is_some_and(|events| {
+        events
+            .iter()
+            .any(|e| e["kind"] == kind && fields.iter().all(|(k, v)| e["data"][*k] == *v))
+    })
+}

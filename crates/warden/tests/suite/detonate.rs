@@ -3,7 +3,7 @@
 //! points at events of the report, and the CI gate and the SARIF output work. Every run is
 //! wrapped in `unshare --net`: the thief names a TEST-NET address and `.invalid` hosts.
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::common::*;
 
@@ -866,28 +866,21 @@ pub fn secrets_dressed_to_evade_are_still_found() {
     assert!(seen.contains(&("env:GITHUB_TOKEN", "reversed")), "{seen:?}");
     // The npm token, 8 characters a query: whole again in the window's queries, joined.
     assert!(has(&f, "canary-leaving", "critical", "resolve"), "{f:?}");
-    assert!(
-        r["events"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|e| e["kind"] == "canary.seen"
-                && e["data"]["planted"] == "env:NPM_TOKEN"
-                && e["data"]["split"] == true
-                && e["data"]["encoding"] == "plain"),
-        "no split sighting"
-    );
+    let split = [
+        ("planted", json!("env:NPM_TOKEN")),
+        ("split", json!(true)),
+        ("encoding", json!("plain")),
+    ];
+    assert!(has_event(&r, "canary.seen", &split), "no split sighting");
     // The Anthropic key, 10 bare characters a result: whole in the stream the model reads.
     assert!(has(&f, "canary-in-output", "high", "code"), "{f:?}");
+    let stream = [
+        ("planted", json!("env:ANTHROPIC_API_KEY")),
+        ("where", json!("tool_result")),
+        ("split", json!(true)),
+    ];
     assert!(
-        r["events"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|e| e["kind"] == "canary.seen"
-                && e["data"]["planted"] == "env:ANTHROPIC_API_KEY"
-                && e["data"]["where"] == "tool_result"
-                && e["data"]["split"] == true),
+        has_event(&r, "canary.seen", &stream),
         "no sighting in the stream of results"
     );
     assert!(
