@@ -238,9 +238,12 @@ impl Observer for Boundary {
 
 /// Record what opening a TLS connection to `dest` gave: the request inside it (a `net.send`
 /// with `captured: "tls"`, its bytes searched for canaries with `where: "tls"`), or the
-/// client's refusal (`tls.refused`). `hello` is the event of the connection's hello.
+/// client's refusal (`tls.refused`). `hello` is the event of the connection's hello; every
+/// event is attributed to `window`, the one open when the hello was whole (the reading ends
+/// later, on a thread of its own, maybe after the caller moved on).
 pub fn record_tls(
     hub: &Hub,
+    window: Option<String>,
     dest: SocketAddr,
     host: Option<String>,
     hello: Option<u64>,
@@ -269,14 +272,22 @@ pub fn record_tls(
                 "preview": preview,
                 "hello": hello,
             });
-            let id = hub.record(EventKind::NetSend, None, data);
-            let ctx = json!({
-                "where": "tls",
-                "address": dest.ip().to_string(),
-                "port": dest.port(),
-                "event": id,
-            });
-            hub.scan(&plaintext, None, &ctx);
+            let id = hub.record_in(window.clone(), EventKind::NetSend, None, data);
+            for hit in hub
+                .canaries()
+                .map(|c| c.find(&plaintext))
+                .unwrap_or_default()
+            {
+                let data = json!({
+                    "planted": hit.planted,
+                    "encoding": hit.encoding,
+                    "where": "tls",
+                    "address": dest.ip().to_string(),
+                    "port": dest.port(),
+                    "event": id,
+                });
+                hub.record_in(window.clone(), EventKind::CanarySeen, None, data);
+            }
         }
         // No per-connection id: the same refusal again in one window is folded into the first
         // (a flood of refusals cannot fill the cap), and refusals have no reserve of their own.
@@ -288,7 +299,7 @@ pub fn record_tls(
                 "sni": sni,
                 "reason": reason,
             });
-            hub.record(EventKind::TlsRefused, None, data);
+            hub.record_in(window, EventKind::TlsRefused, None, data);
         }
         // Not TLS the chamber could speak (no common version, cipher or application protocol:
         // an HTTP/2-only client): the hello's own event says so.
@@ -302,7 +313,7 @@ pub fn record_tls(
                 "sni": sni,
                 "error": reason,
             });
-            hub.record(EventKind::NetSend, None, data);
+            hub.record_in(window, EventKind::NetSend, None, data);
         }
     }
 }

@@ -268,6 +268,42 @@ impl Hub {
     /// unless the cap dropped it.
     pub fn record(&self, kind: EventKind, pid: Option<i32>, data: Value) -> Option<u64> {
         let mut s = self.lock();
+        Self::record_locked(&mut s, kind, pid, data)
+    }
+
+    /// Like [`Hub::record`], attributed to `window` (the window that was open when what the
+    /// event reports began: a TLS connection read on a thread of its own may end after the
+    /// caller moved on) rather than the one open now.
+    pub fn record_in(
+        &self,
+        window: Option<String>,
+        kind: EventKind,
+        pid: Option<i32>,
+        data: Value,
+    ) -> Option<u64> {
+        let mut s = self.lock();
+        let now = s.recorder.window().map(str::to_owned);
+        if now == window {
+            return Self::record_locked(&mut s, kind, pid, data);
+        }
+        match &window {
+            Some(w) => s.recorder.open_named(w.clone()),
+            None => s.recorder.close(),
+        }
+        let id = Self::record_locked(&mut s, kind, pid, data);
+        match now {
+            Some(w) => s.recorder.open_named(w),
+            None => s.recorder.close(),
+        }
+        id
+    }
+
+    fn record_locked(
+        s: &mut std::sync::MutexGuard<'_, State>,
+        kind: EventKind,
+        pid: Option<i32>,
+        data: Value,
+    ) -> Option<u64> {
         let key = repeat_key(&s.hasher, kind, pid, &data, s.recorder.window());
         if let Some(id) = key.and_then(|k| s.kept.get(&k).copied()) {
             s.repeated += 1;
@@ -434,6 +470,23 @@ mod tests {
 
     fn open(path: &str) -> Value {
         json!({ "op": "open", "path": path, "access": "read", "create": false })
+    }
+
+    #[test]
+    fn an_event_recorded_in_an_earlier_window_leaves_the_open_one_open() {
+        let hub = Hub::new(100, None, None);
+        hub.set_window(Some("tool_call:1".into()), None);
+        hub.set_window(Some("tool_call:2".into()), None);
+        hub.record_in(
+            Some("tool_call:1".into()),
+            EventKind::TlsRefused,
+            None,
+            json!({ "a": 1 }),
+        );
+        hub.record(EventKind::NetFlow, None, json!({ "b": 2 }));
+        let (events, _) = hub.take();
+        assert_eq!(events[0].triggered_by.as_deref(), Some("tool_call:1"));
+        assert_eq!(events[1].triggered_by.as_deref(), Some("tool_call:2"));
     }
 
     #[test]

@@ -743,6 +743,7 @@ impl Serve {
             }
         };
         let hello_id = self.record_send(&c);
+        let window = self.hub.window();
         let (hub, open, host) = (
             self.hub.clone(),
             self.tls_open.clone(),
@@ -754,7 +755,7 @@ impl Serve {
             .spawn(move || {
                 let out =
                     authority.intercept(stream, &first, dest.ip(), TLS_TIME, TLS_CAPTURE, &whole);
-                super::boundary::record_tls(&hub, dest, host, hello_id, out);
+                super::boundary::record_tls(&hub, window, dest, host, hello_id, out);
                 open.fetch_sub(1, Ordering::AcqRel);
             });
         if spawned.is_err() {
