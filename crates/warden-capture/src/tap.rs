@@ -212,7 +212,13 @@ fn open(netns: &OwnedFd) -> Result<OwnedFd, String> {
         SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
         SockProtocol::EthAll,
     )
-    .map_err(|e| format!("packet socket: {e}"))?;
+    .map_err(|e| match e {
+        nix::errno::Errno::EPERM => format!(
+            "packet socket: {e} (in a container, give Warden CAP_NET_RAW: the socket lives in \
+             the jail's own network namespace)"
+        ),
+        e => format!("packet socket: {e}"),
+    })?;
     if setsockopt(&sock, sockopt::RcvBufForce, &SOCKET_BUFFER).is_err() {
         let _ = setsockopt(&sock, sockopt::RcvBuf, &SOCKET_BUFFER);
     }

@@ -15,7 +15,7 @@ use serde_json::Value;
 use super::common::{fixtures, host_processes_with, real_servers, sdk_python, the_binary};
 
 /// The capabilities deploy/kubernetes/job.yaml grants, as setpriv's bounding set.
-const POD_CAPS: &str = "-all,+sys_admin,+setuid,+setgid,+sys_ptrace,+net_admin,+net_bind_service,+kill,+dac_override,+sys_chroot";
+const POD_CAPS: &str = "-all,+sys_admin,+setuid,+setgid,+sys_ptrace,+net_admin,+net_bind_service,+net_raw,+kill,+dac_override,+sys_chroot";
 
 /// Every fixture server (not the helper modules), the vulnerable-requirements server, and
 /// the real public servers by their start commands: 34 targets.
@@ -402,6 +402,7 @@ fn the_kubernetes_manifests_are_valid_for_two_versions() {
         "SYS_PTRACE",
         "NET_ADMIN",
         "NET_BIND_SERVICE",
+        "NET_RAW",
         "KILL",
         "DAC_OVERRIDE",
         "SYS_CHROOT",
