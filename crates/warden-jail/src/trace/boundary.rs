@@ -107,6 +107,20 @@ impl Boundary {
 }
 
 impl Boundary {
+    /// Record a sighting of `hit` in `flow` (`joined`: how it was joined to other flows' bytes).
+    fn sighting(&self, flow: &Flow, hit: &warden_trace::Hit, joined: Option<&str>) {
+        let mut data = self.place(flow);
+        if let Some(o) = data.as_object_mut() {
+            o.insert("planted".into(), json!(hit.planted));
+            o.insert("encoding".into(), json!(hit.encoding));
+            o.insert("where".into(), json!("boundary"));
+            if let Some(j) = joined {
+                o.insert("joined".into(), json!(j));
+            }
+        }
+        self.hub.record(EventKind::CanarySeen, None, data);
+    }
+
     /// Search `bytes` joined to the small chunks other flows sent to the same address before.
     fn joined(&self, flow: &Flow, bytes: &[u8]) {
         let Some(canaries) = self.hub.canaries() else {
@@ -147,17 +161,9 @@ impl Boundary {
                         .reported
                         .improves(&hit)
                 });
-            if !better {
-                continue;
+            if better {
+                self.sighting(flow, &hit, Some("address"));
             }
-            let mut data = self.place(flow);
-            if let Some(o) = data.as_object_mut() {
-                o.insert("planted".into(), json!(hit.planted));
-                o.insert("encoding".into(), json!(hit.encoding));
-                o.insert("where".into(), json!("boundary"));
-                o.insert("joined".into(), json!("address"));
-            }
-            self.hub.record(EventKind::CanarySeen, None, data);
         }
     }
 }
@@ -198,16 +204,9 @@ impl Observer for Boundary {
                 .flows
                 .lock()
                 .is_ok_and(|mut f| f.entry(flow.id).or_default().reported.improves(&hit));
-            if !new {
-                continue;
+            if new {
+                self.sighting(flow, &hit, None);
             }
-            let mut data = self.place(flow);
-            if let Some(o) = data.as_object_mut() {
-                o.insert("planted".into(), json!(hit.planted));
-                o.insert("encoding".into(), json!(hit.encoding));
-                o.insert("where".into(), json!("boundary"));
-            }
-            self.hub.record(EventKind::CanarySeen, None, data);
         }
         if bytes.len() <= SMALL {
             self.joined(flow, bytes);
