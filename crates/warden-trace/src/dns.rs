@@ -259,7 +259,8 @@ mod tests {
 pub struct SplitNames {
     window: Option<String>,
     by_domain: std::collections::HashMap<String, Joins>,
-    reported: std::collections::HashMap<(String, String), u8>,
+    /// The most direct find of each canary, per domain.
+    reported: std::collections::HashMap<String, crate::Reported>,
     clock: u64,
 }
 
@@ -332,22 +333,16 @@ impl SplitNames {
         vec![all.clone(), first.clone()]
     }
 
-    /// Whether a find of `planted` of rank `rank` ([`crate::Form::rank`]) is worth reporting
-    /// in this window for the domain of `name`: the first, or a more direct one than reported
-    /// (a join goes on holding a secret once it does).
-    pub fn first_report(&mut self, name: &str, planted: &str, rank: u8) -> bool {
+    /// Whether `hit`, found in the joins of the domain of `name`, is worth reporting in this
+    /// window: the first find of its canary there, or a more direct one than reported (a
+    /// join goes on holding a secret once it does).
+    pub fn first_report(&mut self, name: &str, hit: &crate::Hit) -> bool {
         let labels: Vec<&str> = name.trim_end_matches('.').rsplitn(3, '.').collect();
         let domain = match labels.as_slice() {
             [tld, sld, ..] => format!("{sld}.{tld}").to_ascii_lowercase(),
             _ => name.to_ascii_lowercase(),
         };
-        let best = self
-            .reported
-            .entry((domain, planted.to_owned()))
-            .or_insert(u8::MAX);
-        let better = rank < *best;
-        *best = (*best).min(rank);
-        better
+        self.reported.entry(domain).or_default().improves(hit)
     }
 }
 
@@ -372,13 +367,17 @@ mod split_tests {
         // A new window starts afresh.
         let joins = s.add(Some("tool_call:9"), "zz.evil.invalid");
         assert_eq!(joins[1], "zz");
-        assert!(s.first_report("a.evil.invalid", "env:X", 4));
-        assert!(!s.first_report("b.c.EVIL.invalid", "env:X", 4));
+        let hit = |encoding| crate::Hit {
+            planted: "env:X".into(),
+            encoding,
+        };
+        assert!(s.first_report("a.evil.invalid", &hit(crate::Form::Fragment)));
+        assert!(!s.first_report("b.c.EVIL.invalid", &hit(crate::Form::Fragment)));
         assert!(
-            s.first_report("b.c.EVIL.invalid", "env:X", 0),
+            s.first_report("b.c.EVIL.invalid", &hit(crate::Form::Plain)),
             "a better find"
         );
-        assert!(!s.first_report("d.evil.invalid", "env:X", 2));
+        assert!(!s.first_report("d.evil.invalid", &hit(crate::Form::Xor)));
     }
 
     #[test]

@@ -63,18 +63,7 @@ struct FlowScan {
 
 /// Whether a flow's initiator sent it out of the jail (to anything but loopback).
 pub fn leaves(flow: &Flow) -> bool {
-    let to = flow.responder;
-    let local = |ip: IpAddr| match ip {
-        IpAddr::V4(v4) => v4.is_loopback() || v4.is_unspecified(),
-        IpAddr::V6(v6) => {
-            v6.is_loopback()
-                || v6.is_unspecified()
-                || v6
-                    .to_ipv4_mapped()
-                    .is_some_and(|v4| v4.is_loopback() || v4.is_unspecified())
-        }
-    };
-    !local(to.ip())
+    !super::net::local(flow.responder.ip())
 }
 
 impl Boundary {
@@ -272,21 +261,13 @@ pub fn record_tls(
                 "hello": hello,
             });
             let id = hub.record_in(window.clone(), EventKind::NetSend, None, data);
-            for hit in hub
-                .canaries()
-                .map(|c| c.find(&plaintext))
-                .unwrap_or_default()
-            {
-                let data = json!({
-                    "planted": hit.planted,
-                    "encoding": hit.encoding,
-                    "where": "tls",
-                    "address": dest.ip().to_string(),
-                    "port": dest.port(),
-                    "event": id,
-                });
-                hub.record_in(window.clone(), EventKind::CanarySeen, None, data);
-            }
+            let ctx = json!({
+                "where": "tls",
+                "address": dest.ip().to_string(),
+                "port": dest.port(),
+                "event": id,
+            });
+            hub.scan_in(window.clone(), &plaintext, None, &ctx);
         }
         // No per-connection id: the same refusal again in one window is folded into the first
         // (a flood of refusals cannot fill the cap), and refusals have no reserve of their own.

@@ -28,11 +28,14 @@ pub struct DecoyId {
     pub path: String,
 }
 
-/// Folders whose files are never a decoy (the read-only system tree, Warden's own tools):
-/// not looked up, so the many opens there cost nothing more.
-const NEVER: &[&str] = &[
-    "/usr/", "/lib", "/bin/", "/sbin/", "/etc/", "/.warden", "/dev/",
-];
+/// Where a decoy can be reached under another name: a hard link or a rename stays on the
+/// decoy home's own file system, whose only mount in the jail is the home (the jail cannot
+/// mount), and links through `/proc` are resolved to the file's own name by the tracer first.
+/// Other opens are not looked up, so they cost nothing more.
+fn may_be_decoy(path: &str) -> bool {
+    path.strip_prefix(super::prepare::DECOY_HOME)
+        .is_some_and(|rest| rest.starts_with('/'))
+}
 
 /// The device and inode `path` (absolute, as the task sees it) names in the task's root
 /// `root`; the last link is followed when `follow`.
@@ -66,7 +69,7 @@ pub fn label(ids: &[DecoyId], root: Option<&std::fs::File>, kind: EventKind, dat
     let Some(path) = data[key].as_str().map(str::to_owned) else {
         return;
     };
-    if NEVER.iter().any(|p| path.starts_with(p)) {
+    if !may_be_decoy(&path) {
         return;
     }
     // A hard link made from the decoy's own name: the decoy, with no lookup needed.

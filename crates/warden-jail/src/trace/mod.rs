@@ -381,6 +381,17 @@ impl Hub {
     /// Search `bytes` for canaries; record one `canary.seen` per find, with `context` (which
     /// says where the bytes were seen) merged into its data. Returns the event ids.
     pub fn scan(&self, bytes: &[u8], pid: Option<i32>, context: &Value) -> Vec<u64> {
+        self.scan_in(self.window(), bytes, pid, context)
+    }
+
+    /// Like [`Hub::scan`], its sightings attributed to `window` (see [`Hub::record_in`]).
+    pub fn scan_in(
+        &self,
+        window: Option<String>,
+        bytes: &[u8],
+        pid: Option<i32>,
+        context: &Value,
+    ) -> Vec<u64> {
         let Some(c) = &self.canaries else {
             return Vec::new();
         };
@@ -389,7 +400,7 @@ impl Hub {
             .filter_map(|hit| {
                 let mut data = json!({ "planted": hit.planted, "encoding": hit.encoding });
                 merge(&mut data, context);
-                self.record(EventKind::CanarySeen, pid, data)
+                self.record_in(window.clone(), EventKind::CanarySeen, pid, data)
             })
             .collect()
     }

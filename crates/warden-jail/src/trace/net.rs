@@ -134,15 +134,19 @@ pub struct TargetList {
 /// Whether a connection to `addr` should land on a capture listener (anything but loopback and
 /// the unspecified address, which behave as usual).
 pub fn captured(addr: &SocketAddr) -> bool {
-    let ip = addr.ip();
-    // A v4-mapped 0.0.0.0 connects to loopback, as 0.0.0.0 does.
+    !(local(addr.ip()) || addr.port() == 0)
+}
+
+/// Whether `ip` stays in the jail: loopback or unspecified (a v4-mapped 0.0.0.0 connects to
+/// loopback, as 0.0.0.0 does).
+pub fn local(ip: IpAddr) -> bool {
     let mapped_loopback = match ip {
         IpAddr::V6(v6) => v6
             .to_ipv4_mapped()
             .is_some_and(|v4| v4.is_loopback() || v4.is_unspecified()),
         IpAddr::V4(_) => false,
     };
-    !(ip.is_loopback() || ip.is_unspecified() || mapped_loopback || addr.port() == 0)
+    ip.is_loopback() || ip.is_unspecified() || mapped_loopback
 }
 
 impl Net {
@@ -657,11 +661,7 @@ impl Serve {
             .collect();
         for joined in self.split.add(window.as_deref(), name) {
             for hit in canaries.find(joined.as_bytes()) {
-                if alone.contains(&hit.planted)
-                    || !self
-                        .split
-                        .first_report(name, &hit.planted, hit.encoding.rank())
-                {
+                if alone.contains(&hit.planted) || !self.split.first_report(name, &hit) {
                     continue;
                 }
                 let data = json!({
