@@ -102,15 +102,21 @@ pub fn evidence_incomplete(events: &[Event]) -> Option<Value> {
     let packets = exits()
         .filter_map(|e| e.data["capture"]["dropped"].as_u64())
         .sum::<u64>();
-    if dropped == 0 && packets == 0 {
+    // A run whose packet capture could not start was judged by the sink's first bytes only.
+    let boundary = exits().find_map(|e| e.data["capture"]["error"].as_str().map(str::to_owned));
+    if dropped == 0 && packets == 0 && boundary.is_none() {
         return None;
     }
-    Some(json!({
+    let mut v = json!({
         "events_dropped": dropped,
         "packets_dropped": packets,
         "events_kept": events.len(),
         "kept_whole": warden_events::RESERVED_KINDS.iter().map(|k| name_of(*k)).collect::<Vec<_>>(),
-    }))
+    });
+    if let Some(b) = boundary {
+        v["boundary_off"] = json!(b);
+    }
+    Some(v)
 }
 
 /// `limits_unenforced` for `events`: the tree limits that some run of the server held by
@@ -265,10 +271,16 @@ impl Report {
         if let Some(lost) = &self.evidence_incomplete {
             lines.insert(
                 1,
-                format!(
-                    "EVIDENCE INCOMPLETE: {} events dropped past the caps (canaries and protocol events kept whole), {} packets lost at the boundary; the verdict is a lower bound",
-                    lost["events_dropped"], lost["packets_dropped"]
-                ),
+                match lost["boundary_off"].as_str() {
+                    Some(why) => format!(
+                        "EVIDENCE INCOMPLETE: the network boundary's capture did not run ({}): what left was judged by each connection's first bytes only; {} events dropped; the verdict is a lower bound",
+                        clean(why), lost["events_dropped"]
+                    ),
+                    None => format!(
+                        "EVIDENCE INCOMPLETE: {} events dropped past the caps (canaries and protocol events kept whole), {} packets lost at the boundary; the verdict is a lower bound",
+                        lost["events_dropped"], lost["packets_dropped"]
+                    ),
+                },
             );
         }
         if let Some(gap) = &self.limits_unenforced {
@@ -386,6 +398,21 @@ impl Report {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_boundary_that_did_not_run_is_incomplete_evidence() {
+        let exited = |capture: Value| warden_events::Event {
+            id: 9,
+            t_ms: 0,
+            kind: warden_events::EventKind::SandboxExited,
+            pid: None,
+            triggered_by: None,
+            data: json!({ "events_dropped": 0, "capture": capture }),
+        };
+        assert!(evidence_incomplete(&[exited(json!({ "dropped": 0 }))]).is_none());
+        let off = evidence_incomplete(&[exited(json!({ "error": "packet socket: EPERM" }))]);
+        assert_eq!(off.unwrap()["boundary_off"], "packet socket: EPERM");
+    }
+
     use super::*;
     use warden_events::Category;
 
