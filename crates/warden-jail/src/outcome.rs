@@ -61,6 +61,11 @@ pub struct Enforcement {
     /// `leaf of our group`, `systemd scope NAME`), or why it has none.
     #[serde(default)]
     pub cgroup_v2: String,
+    /// How the jail's init joined the run's cgroups: `clone_into_cgroup` (started inside its
+    /// cgroup v2 group: no migration), `migration` (moved in once started: cgroup v1, or a
+    /// kernel before 5.7) or `none` (no group).
+    #[serde(default)]
+    pub cgroup_join: String,
     /// Memory of the tree.
     pub memory: Vec<Mechanism>,
     /// Process count.
@@ -108,6 +113,12 @@ pub struct Usage {
     pub peak_memory_bytes: Option<u64>,
     /// CPU time of the tree, in milliseconds (cgroup only).
     pub cpu_time_ms: Option<u64>,
+    /// Bytes the tree read from block devices (cgroup v2 `io` only).
+    #[serde(default)]
+    pub io_read_bytes: Option<u64>,
+    /// Bytes the tree wrote to block devices (cgroup v2 `io` only).
+    #[serde(default)]
+    pub io_write_bytes: Option<u64>,
 }
 
 /// How a jailed run ended.

@@ -169,6 +169,9 @@ struct Running {
     mount_ns: Option<OwnedFd>,
     /// The host uid the command's uid maps to (for the outcome).
     uid_host: u32,
+    /// Whether the limit that stopped the run was recorded when it was seen (in the window of
+    /// the call that hit it), not only at the end.
+    limit_noted: bool,
 }
 
 /// What finished runs keep for after their outcome has been sent.
@@ -456,10 +459,38 @@ fn start(req: &Request, policy: &Policy, hub: Option<Arc<Hub>>) -> Result<Runnin
     // The user namespace is created as the subordinate root, not as host root: per-user
     // charges of everything inside (inotify instances and watches, namespaces, processes) land
     // on that uid, so the jail cannot exhaust root's budgets.
+    // The run's groups exist, limits written, before the init does; it is started inside its
+    // cgroup v2 group where it can be, and moved into the others after it starts.
+    let mut cgroup = if ids.privileged {
+        let name = format!(
+            "warden-{}-{}",
+            std::process::id(),
+            started.elapsed().as_nanos()
+        );
+        RunCgroup::create(&name, &policy.limits)
+    } else {
+        RunCgroup::default()
+    };
     let creator = ids.host_root.map(as_creator).transpose()?;
-    let cloned = sys::clone_into_namespaces(flags);
+    let cloned = match born_in_group(&cgroup, creator.is_some()) {
+        Some(dir) => match sys::clone_into_cgroup(flags, dir.as_fd()) {
+            Err(e) => {
+                tracing::debug!("CLONE_INTO_CGROUP refused ({e}): the init is moved instead");
+                sys::clone_into_namespaces(flags)
+            }
+            done => {
+                cgroup.born_in();
+                done
+            }
+        },
+        None => sys::clone_into_namespaces(flags),
+    };
     drop(creator);
-    let init_pid = match cloned.map_err(sup_err("clone"))? {
+    let init_pid = match cloned.map_err(|e| {
+        // Nothing joined the groups: they go with the failure.
+        std::mem::take(&mut cgroup).remove();
+        sup_err("clone")(e)
+    })? {
         CloneResult::Child => {
             // Our copies of the supervisor's ends must not keep pipes open.
             drop((status_r, sync_w, stdout, stderr, stdin));
@@ -469,7 +500,6 @@ fn start(req: &Request, policy: &Policy, hub: Option<Arc<Hub>>) -> Result<Runnin
     };
     drop(launch);
     phase("cloned");
-    let mut cgroup = RunCgroup::default();
     let mut tracing = None;
     let mut proc = ProcSource::Fresh;
     let handed = hand_over(
@@ -536,6 +566,7 @@ fn start(req: &Request, policy: &Policy, hub: Option<Arc<Hub>>) -> Result<Runnin
         proc,
         sync: req.deferred.then_some(sync_w),
         uid_host: ids.host_uid,
+        limit_noted: false,
     })
 }
 
@@ -615,6 +646,26 @@ fn release(
 /// Effective ids switched to `(uid, gid)` until dropped (real and saved ids stay root, so the
 /// switch back is allowed).
 struct Creator;
+
+/// The run's cgroup v2 group, opened for `CLONE_INTO_CGROUP`, unless the operator asked for the
+/// migration path (`WARDEN_CGROUP_JOIN=migrate`, for the side-by-side benchmark). With
+/// `as_creator` (the clone runs with the subordinate root's euid, whose effective set is
+/// empty), `CAP_DAC_OVERRIDE` is raised for it: the kernel checks the caller's write access to
+/// the group's `cgroup.procs` and its common ancestor's, which root owns.
+fn born_in_group(cgroup: &RunCgroup, as_creator: bool) -> Option<std::fs::File> {
+    if std::env::var_os("WARDEN_CGROUP_JOIN").is_some_and(|v| v == "migrate") {
+        return None;
+    }
+    let dir = std::fs::File::open(cgroup.v2_dir()?).ok()?;
+    if as_creator && let Err(e) = sys::raise_effective(CAP_DAC_OVERRIDE) {
+        tracing::debug!("CAP_DAC_OVERRIDE not raised for CLONE_INTO_CGROUP ({e})");
+        return None;
+    }
+    Some(dir)
+}
+
+/// `CAP_DAC_OVERRIDE` (linux/capability.h).
+const CAP_DAC_OVERRIDE: u32 = 1;
 
 fn as_creator((uid, gid): (u32, u32)) -> Result<Creator, JailError> {
     nix::unistd::setegid(nix::unistd::Gid::from_raw(gid)).map_err(sup_err("setegid"))?;
@@ -714,12 +765,6 @@ fn hand_over(
         phase("tracing started");
     }
     if ids.privileged {
-        let name = format!(
-            "warden-{}-{}",
-            std::process::id(),
-            started.elapsed().as_nanos()
-        );
-        *cgroup = RunCgroup::create(&name, &policy.limits);
         cgroup.add(init.as_raw()).map_err(|e| {
             HandOver::Ours(SetupFailure::io(
                 Stage::Supervisor,
@@ -908,6 +953,16 @@ fn watch(
             {
                 stop = Some(Stop::Limit(kind));
                 let _ = kill(r.init, Signal::SIGKILL);
+                // Now, in the window of the call that hit it: at the end, the caller may have
+                // moved on.
+                if let Some(t) = &r.tracing {
+                    t.hub.record(
+                        warden_events::EventKind::SandboxLimitHit,
+                        None,
+                        serde_json::json!({ "limit": kind }),
+                    );
+                    r.limit_noted = true;
+                }
             }
         }
         let wake = if stop.is_some() {
@@ -1125,7 +1180,7 @@ fn finish(
     let (events, events_dropped) = match hub {
         Some((hub, capture)) => {
             use warden_events::EventKind;
-            if let Some(kind) = limit_hit {
+            if let Some(kind) = limit_hit.filter(|_| !r.limit_noted) {
                 hub.record(
                     EventKind::SandboxLimitHit,
                     None,
@@ -1181,6 +1236,8 @@ fn finish(
         usage: Usage {
             peak_memory_bytes: counters.peak_memory,
             cpu_time_ms: counters.cpu_ns.map(|ns| ns / 1_000_000),
+            io_read_bytes: counters.io_bytes.map(|(r, _)| r),
+            io_write_bytes: counters.io_bytes.map(|(_, w)| w),
         },
         enforcement,
         events,
@@ -1204,6 +1261,7 @@ fn enforcement(
         cpu_time: with(cg.cpu(), &[Mechanism::Rlimit]),
         cpu_rate: cg.cpu_rate().into_iter().collect(),
         cgroup_v2: crate::cgroup::establish().how.clone(),
+        cgroup_join: cg.join().into(),
         memory: cg.memory().map_or(vec![Mechanism::Rlimit], |m| vec![m]),
         pids: with(cg.pids(), &[Mechanism::Rlimit]),
         open_files: vec![Mechanism::Rlimit],

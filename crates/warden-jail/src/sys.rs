@@ -87,6 +87,57 @@ pub fn clone_into_namespaces(flags: libc::c_int) -> Result<CloneResult, Errno> {
     }
 }
 
+/// `CLONE_INTO_CGROUP` (Linux 5.7): start the child in the cgroup v2 group given by descriptor.
+const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+
+/// `struct clone_args` of `clone3(2)`, up to `cgroup` (`CLONE_ARGS_SIZE_VER2`).
+#[repr(C)]
+#[derive(Default)]
+struct CloneArgs {
+    flags: u64,
+    pidfd: u64,
+    child_tid: u64,
+    parent_tid: u64,
+    exit_signal: u64,
+    stack: u64,
+    stack_size: u64,
+    tls: u64,
+    set_tid: u64,
+    set_tid_size: u64,
+    cgroup: u64,
+}
+
+/// [`clone_into_namespaces`] whose child starts inside the cgroup v2 group `cgroup` (`clone3`
+/// with `CLONE_INTO_CGROUP`): no migration afterwards. `ENOSYS` before Linux 5.3, `E2BIG` or
+/// `EINVAL` before 5.7; the caller's credentials must allow writing the group's
+/// `cgroup.procs` and its common ancestor's with ours. Same single-thread rule.
+pub fn clone_into_cgroup(flags: libc::c_int, cgroup: BorrowedFd<'_>) -> Result<CloneResult, Errno> {
+    let namespaces = u64::try_from(flags).map_err(|_| Errno::EINVAL)?;
+    let args = CloneArgs {
+        flags: namespaces | CLONE_INTO_CGROUP,
+        exit_signal: libc::SIGCHLD as u64,
+        cgroup: u64::try_from(cgroup.as_raw_fd()).map_err(|_| Errno::EBADF)?,
+        ..CloneArgs::default()
+    };
+    // SAFETY: `args` is a valid `clone_args` of the size passed, alive for the call; a zero
+    // stack gives fork semantics (the child continues on a copy-on-write copy of our stack),
+    // and the caller guarantees it is single-threaded, as for `clone_into_namespaces`.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_clone3,
+            &args as *const CloneArgs,
+            std::mem::size_of::<CloneArgs>(),
+        )
+    };
+    match ret {
+        r if r < 0 => Err(Errno::last()),
+        0 => Ok(CloneResult::Child),
+        pid => Ok(CloneResult::Parent(Pid::from_raw(
+            libc::pid_t::try_from(pid).map_err(|_| Errno::EINVAL)?,
+        ))),
+    }
+}
+
 /// `fork(2)` for a single-threaded process.
 pub fn fork_single_threaded() -> Result<CloneResult, Errno> {
     // SAFETY: callers only fork from the jail's single-threaded supervisor and init processes,
@@ -485,33 +536,67 @@ pub fn cap_last_cap() -> u32 {
     })
 }
 
-/// Empty the effective, permitted and inheritable capability sets.
-pub fn capset_empty() -> Result<(), Errno> {
-    #[repr(C)]
-    struct Header {
-        version: u32,
-        pid: libc::c_int,
-    }
-    #[repr(C)]
-    #[derive(Clone, Copy)]
-    struct Data {
-        effective: u32,
-        permitted: u32,
-        inheritable: u32,
-    }
-    const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
-    let header = Header {
+/// `struct __user_cap_header_struct`.
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+/// One word of `struct __user_cap_data_struct` (v3 has two).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+fn capset(data: &[CapData; 2]) -> Result<(), Errno> {
+    let header = CapHeader {
         version: LINUX_CAPABILITY_VERSION_3,
         pid: 0,
     };
-    let data = [Data {
-        effective: 0,
-        permitted: 0,
-        inheritable: 0,
-    }; 2];
     // SAFETY: `header` and `data` are valid v3 capability structures (two data words) that
     // outlive the call.
-    unit_result(unsafe { libc::syscall(libc::SYS_capset, &header as *const Header, data.as_ptr()) })
+    unit_result(unsafe {
+        libc::syscall(libc::SYS_capset, &header as *const CapHeader, data.as_ptr())
+    })
+}
+
+fn capget() -> Result<[CapData; 2], Errno> {
+    let mut header = CapHeader {
+        version: LINUX_CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let mut data = [CapData::default(); 2];
+    // SAFETY: `header` and `data` are valid, writable v3 capability structures (two data
+    // words) that outlive the call.
+    unit_result(unsafe {
+        libc::syscall(
+            libc::SYS_capget,
+            &mut header as *mut CapHeader,
+            data.as_mut_ptr(),
+        )
+    })?;
+    Ok(data)
+}
+
+/// Empty the effective, permitted and inheritable capability sets.
+pub fn capset_empty() -> Result<(), Errno> {
+    capset(&[CapData::default(); 2])
+}
+
+/// Add `cap` (one of the permitted set) to the effective set: after `seteuid` away from root
+/// the effective set is empty while the permitted one is kept, and going back to euid 0 makes
+/// the effective set the permitted one again.
+pub fn raise_effective(cap: u32) -> Result<(), Errno> {
+    let mut data = capget()?;
+    let word = data.get_mut((cap / 32) as usize).ok_or(Errno::EINVAL)?;
+    word.effective |= 1 << (cap % 32);
+    capset(&data)
 }
 
 /// `IFF_UP | IFF_RUNNING` (0x41) as the `short` that `ifreq` holds.

@@ -122,12 +122,16 @@ pub fn happened(
         _ => aborted.to_owned(),
     };
     let listed = session.listed.unwrap_or(0);
-    // A call the server died of at a sandbox limit did reach it: that is what it did.
+    // A call the server died of at a sandbox limit did reach it: that is what it did. Also
+    // when the limit was recorded after the call's window closed (the server's death ended
+    // the call before the sandbox had told the limit), once calls were made.
     let limit_in_a_call = events.iter().any(|e| {
         e.kind == EventKind::SandboxLimitHit
-            && e.triggered_by
+            && (e
+                .triggered_by
                 .as_deref()
                 .is_some_and(|w| w.starts_with("tool_call:"))
+                || (session.calls > 0 && matches!(session.end, ServerEnd::Exited { .. })))
     });
     let exercised = session.exercised > 0 || limit_in_a_call;
     let stopped = stopped.or_else(|| match session.listed {
@@ -295,6 +299,29 @@ mod tests {
             ..Session::default()
         };
         assert_eq!(happened(None, &jail, &[]).unwrap().stage, Stage::Sandbox);
+        // A hog the memory limit killed at its first call: the limit stands for what the
+        // call did, whether it was recorded in the call's window or after it closed.
+        let killed = Session {
+            calls: 1,
+            exercised: 0,
+            end: ServerEnd::Exited {
+                code: None,
+                signal: Some(9),
+            },
+            ..ran()
+        };
+        let limit = |window: Option<&str>| Event {
+            id: 9,
+            t_ms: 0,
+            kind: EventKind::SandboxLimitHit,
+            pid: None,
+            triggered_by: window.map(str::to_owned),
+            data: serde_json::json!({ "limit": "memory" }),
+        };
+        assert_eq!(happened(None, &killed, &[limit(Some("tool_call:1"))]), None);
+        assert_eq!(happened(None, &killed, &[limit(None)]), None);
+        let why = happened(None, &killed, &[]).unwrap();
+        assert!(why.reason.contains("killed by signal 9"), "{}", why.reason);
         let earlier = Inconclusive::new(Stage::Install, "pip failed");
         assert_eq!(happened(Some(&earlier), &ran(), &[]), Some(earlier));
     }

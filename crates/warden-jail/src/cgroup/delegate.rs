@@ -105,7 +105,7 @@ fn arrange(may_move: bool) -> Delegation {
     let bound = fs::read_to_string(mnt.join("cgroup.controllers")).unwrap_or_default();
     if !Controller::wanted()
         .iter()
-        .any(|c| bound.split_whitespace().any(|b| b == c.v2_name()))
+        .any(|c| c.limits() && bound.split_whitespace().any(|b| b == c.v2_name()))
     {
         return Delegation::none(
             "cgroup v2 holds no memory, pids or cpu controller here (they are on cgroup v1)",
@@ -181,7 +181,9 @@ fn already(dir: &Path) -> Option<Delegation> {
             .into_iter()
             .filter(|c| enabled.split_whitespace().any(|e| e == c.v2_name()))
             .collect::<Vec<_>>();
-        return (!have.is_empty())
+        return have
+            .iter()
+            .any(|c| c.limits())
             .then(|| Delegation::at(parent.to_owned(), have, "inherited leaf"));
     }
     enable(dir)
@@ -196,7 +198,7 @@ fn enable(dir: &Path) -> io::Result<Vec<Controller>> {
         .into_iter()
         .filter(|c| offered.split_whitespace().any(|o| o == c.v2_name()))
         .collect();
-    if have.is_empty() {
+    if !have.iter().any(|c| c.limits()) {
         return Err(io::Error::new(
             io::ErrorKind::Unsupported,
             "no memory, pids or cpu controller is offered",
@@ -395,12 +397,97 @@ fn in_child(wait: Duration, f: impl FnOnce() -> Result<(), String>) -> Result<()
 mod tests {
     use super::*;
 
+    /// The group a child test process takes a leaf of (see below).
+    const LEAF_GROUP: &str = "WARDEN_TEST_LEAF_GROUP";
+
+    /// Taking a leaf moves the calling process, so the test runs in a child process of this
+    /// test binary, in a group of a cgroup2 mount of its own (see `V2Mount`).
+    #[test]
+    fn taking_a_leaf_moves_us_and_enables_controllers_or_undoes_the_move() {
+        let m = crate::cgroup::tests::V2Mount::new("leaf");
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "cgroup::delegate::tests::leaf_in_a_child",
+                "--ignored",
+                "--nocapture",
+            ])
+            .env(LEAF_GROUP, &m.group)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{text}");
+        assert!(
+            text.contains("leaf checked: "),
+            "the child test did not run: {text}"
+        );
+    }
+
+    #[test]
+    #[ignore = "run in a child process by taking_a_leaf_moves_us_and_enables_controllers_or_undoes_the_move"]
+    fn leaf_in_a_child() {
+        let dir = PathBuf::from(std::env::var_os(LEAF_GROUP).expect("run by its parent test"));
+        let me = std::process::id().to_string();
+        let own = || fs::read_to_string("/proc/self/cgroup").unwrap();
+        let in_group = |suffix: &str| {
+            own()
+                .lines()
+                .any(|l| l.starts_with("0::") && l.ends_with(suffix))
+        };
+        let name = dir.file_name().unwrap().to_str().unwrap().to_owned();
+        fs::write(dir.join("cgroup.procs"), &me).unwrap();
+        assert!(in_group(&format!("/{name}")), "{}", own());
+        let offered = fs::read_to_string(dir.join("cgroup.controllers")).unwrap();
+        let limits = ["memory", "pids", "cpu"]
+            .iter()
+            .any(|c| offered.split_whitespace().any(|o| o == *c));
+
+        // Another process in the group: the controllers cannot be enabled (EBUSY on a v2
+        // host; none offered on a v1 one). The move is undone and the leaf removed.
+        let mut other = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        fs::write(dir.join("cgroup.procs"), other.id().to_string()).unwrap();
+        let refused = leaf(&dir, "leaf of our group").unwrap_err();
+        let _ = other.kill();
+        let _ = other.wait();
+        assert!(in_group(&format!("/{name}")), "not moved back: {}", own());
+        assert!(!dir.join(LEAF).exists(), "the leaf was left behind");
+        if limits {
+            assert!(
+                refused.contains("holds processes that are not Warden's"),
+                "{refused}"
+            );
+            // Alone in the group: we move into the leaf and the run groups get controllers.
+            let got = leaf(&dir, "leaf of our group").unwrap();
+            assert_eq!(got.base.as_deref(), Some(dir.as_path()));
+            assert!(got.controllers.contains(&Controller::Memory), "{got:?}");
+            assert!(in_group(&format!("/{name}/{LEAF}")), "{}", own());
+            let enabled = fs::read_to_string(dir.join("cgroup.subtree_control")).unwrap();
+            assert!(
+                enabled.split_whitespace().any(|c| c == "memory"),
+                "{enabled}"
+            );
+            // Leave so the parent test can remove the groups.
+            let root = dir.parent().unwrap();
+            fs::write(root.join("cgroup.procs"), &me).unwrap();
+        } else {
+            assert!(refused.contains("cannot enable controllers"), "{refused}");
+        }
+        println!("leaf checked: controllers offered: {limits}");
+    }
+
     #[test]
     fn a_leaf_whose_parent_enables_nothing_is_not_used() {
         let t = tempfile::tempdir().unwrap();
         let leaf = t.path().join(LEAF);
         fs::create_dir(&leaf).unwrap();
         fs::write(t.path().join("cgroup.subtree_control"), "").unwrap();
+        assert_eq!(already(&leaf), None);
+        // Counting alone limits nothing.
+        fs::write(t.path().join("cgroup.subtree_control"), "io\n").unwrap();
         assert_eq!(already(&leaf), None);
         fs::write(
             t.path().join("cgroup.subtree_control"),
@@ -411,7 +498,12 @@ mod tests {
         assert_eq!(found.base.as_deref(), Some(t.path()));
         assert_eq!(
             found.controllers,
-            vec![Controller::Memory, Controller::Pids, Controller::Cpu]
+            vec![
+                Controller::Memory,
+                Controller::Pids,
+                Controller::Cpu,
+                Controller::Io
+            ]
         );
     }
 
@@ -428,11 +520,16 @@ mod tests {
         .unwrap();
         assert_eq!(
             enable(t.path()).unwrap(),
-            vec![Controller::Memory, Controller::Pids, Controller::Cpu]
+            vec![
+                Controller::Memory,
+                Controller::Pids,
+                Controller::Cpu,
+                Controller::Io
+            ]
         );
         assert_eq!(
             fs::read_to_string(t.path().join("cgroup.subtree_control")).unwrap(),
-            "+memory +pids +cpu"
+            "+memory +pids +cpu +io"
         );
     }
 }

@@ -9,7 +9,10 @@
 //!
 //! Guarantees: limits are written before any sandboxed process joins; counters are read from the
 //! kernel's files; on v2 the CPU rate is throttled by `cpu.max` besides the polled CPU-time
-//! total. Not done: I/O limits.
+//! total, and the jail's init can be started inside its group (`CLONE_INTO_CGROUP`, see
+//! [`RunCgroup::v2_dir`]) rather than moved there. The v2 `io` controller, where offered, only
+//! counts bytes read and written: the jail's writable places are tmpfs (charged to memory),
+//! and a bandwidth limit would need the device numbers of whatever the host binds in.
 
 mod delegate;
 mod systemd;
@@ -47,18 +50,31 @@ enum Controller {
     Memory,
     Pids,
     Cpu,
+    /// Accounting only (cgroup v2).
+    Io,
 }
 
 impl Controller {
     /// Every controller the jail uses, in the order they are enabled.
-    fn wanted() -> [Controller; 3] {
-        [Controller::Memory, Controller::Pids, Controller::Cpu]
+    fn wanted() -> [Controller; 4] {
+        [
+            Controller::Memory,
+            Controller::Pids,
+            Controller::Cpu,
+            Controller::Io,
+        ]
     }
-    fn v1_name(self) -> &'static str {
+    /// Whether the controller holds a limit (a place offering only `io` is no place for runs).
+    fn limits(self) -> bool {
+        self != Controller::Io
+    }
+    /// The cgroup v1 hierarchy used for it, if any.
+    fn v1_name(self) -> Option<&'static str> {
         match self {
-            Controller::Memory => "memory",
-            Controller::Pids => "pids",
-            Controller::Cpu => "cpuacct",
+            Controller::Memory => Some("memory"),
+            Controller::Pids => Some("pids"),
+            Controller::Cpu => Some("cpuacct"),
+            Controller::Io => None,
         }
     }
     fn v2_name(self) -> &'static str {
@@ -66,6 +82,7 @@ impl Controller {
             Controller::Memory => "memory",
             Controller::Pids => "pids",
             Controller::Cpu => "cpu",
+            Controller::Io => "io",
         }
     }
 }
@@ -89,6 +106,8 @@ pub struct Counters {
     pub cpu_ns: Option<u64>,
     /// Peak memory, in bytes.
     pub peak_memory: Option<u64>,
+    /// Bytes read from and written to block devices (cgroup v2 `io.stat`).
+    pub io_bytes: Option<(u64, u64)>,
 }
 
 /// The run's cgroup(s); removed by [`RunCgroup::remove`].
@@ -99,6 +118,8 @@ pub struct RunCgroup {
     throttled: bool,
     /// Directories created for cgroup v2, removed last-first.
     created: Vec<PathBuf>,
+    /// Whether the init was started inside the v2 group (no migration into it).
+    born_in: bool,
 }
 
 struct Hierarchies {
@@ -179,6 +200,30 @@ fn read_key(dir: &Path, file: &str, key: &str) -> Option<u64> {
     })
 }
 
+/// Bytes read and written, over every device of `io.stat` (`MAJ:MIN rbytes=N wbytes=N …`).
+fn io_stat(dir: &Path) -> Option<(u64, u64)> {
+    let text = fs::read_to_string(dir.join("io.stat")).ok()?;
+    Some(parse_io_stat(&text))
+}
+
+fn parse_io_stat(text: &str) -> (u64, u64) {
+    let mut total = (0u64, 0u64);
+    for field in text.split_whitespace() {
+        let Some((key, value)) = field.split_once('=') else {
+            continue;
+        };
+        let Ok(n) = value.parse::<u64>() else {
+            continue;
+        };
+        match key {
+            "rbytes" => total.0 = total.0.saturating_add(n),
+            "wbytes" => total.1 = total.1.saturating_add(n),
+            _ => {}
+        }
+    }
+    total
+}
+
 fn read_u64(dir: &Path, file: &str) -> Option<u64> {
     fs::read_to_string(dir.join(file)).ok()?.trim().parse().ok()
 }
@@ -203,11 +248,11 @@ impl RunCgroup {
                 }
             }
         }
-        for c in missing {
-            let Some((_, mnt, root)) = h.v1.iter().find(|(opt, _, _)| opt == c.v1_name()) else {
+        for (c, v1) in missing.into_iter().filter_map(|c| Some((c, c.v1_name()?))) {
+            let Some((_, mnt, root)) = h.v1.iter().find(|(opt, _, _)| opt == v1) else {
                 continue;
             };
-            let Some(own) = own_path(|_, ctrls| ctrls.split(',').any(|x| x == c.v1_name())) else {
+            let Some(own) = own_path(|_, ctrls| ctrls.split(',').any(|x| x == v1)) else {
                 continue;
             };
             let parent = join_rel(mnt, root, &own);
@@ -248,7 +293,8 @@ impl RunCgroup {
                     self.throttled = true;
                 }
             }
-            (Controller::Cpu, false) => {}
+            // Nothing to write: `io` counts (see the module's documentation).
+            (Controller::Cpu, false) | (Controller::Io, _) => {}
         }
         self.groups.push(Group {
             controller: c,
@@ -289,11 +335,32 @@ impl RunCgroup {
         }
     }
 
-    /// Move `pid` into every group.
+    /// The run's cgroup v2 group, in which the init can be started directly
+    /// (`CLONE_INTO_CGROUP`); then [`RunCgroup::born_in`] says so.
+    pub fn v2_dir(&self) -> Option<&Path> {
+        self.groups.iter().find(|g| g.v2).map(|g| g.dir.as_path())
+    }
+
+    /// Record that the init was started inside [`RunCgroup::v2_dir`].
+    pub fn born_in(&mut self) {
+        self.born_in = true;
+    }
+
+    /// How the init joined the run's groups: `clone_into_cgroup` (started in its v2 group),
+    /// `migration` (moved in after it started) or `none` (no group).
+    pub fn join(&self) -> &'static str {
+        match (self.groups.is_empty(), self.born_in) {
+            (true, _) => "none",
+            (false, true) => "clone_into_cgroup",
+            (false, false) => "migration",
+        }
+    }
+
+    /// Move `pid` into every group it was not started in.
     pub fn add(&self, pid: i32) -> io::Result<()> {
         let mut done = Vec::new();
         for g in &self.groups {
-            if done.contains(&&g.dir) {
+            if done.contains(&&g.dir) || (g.v2 && self.born_in) {
                 continue;
             }
             write(&g.dir, "cgroup.procs", &pid.to_string())?;
@@ -355,6 +422,7 @@ impl RunCgroup {
                     c.cpu_ns = read_key(d, "cpu.stat", "usage_usec").map(|u| u * 1000);
                 }
                 (Controller::Cpu, false) => c.cpu_ns = read_u64(d, "cpuacct.usage"),
+                (Controller::Io, _) => c.io_bytes = io_stat(d),
             }
         }
         c
@@ -379,21 +447,139 @@ impl RunCgroup {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::fd::AsFd;
 
-    /// The v1 pids hierarchy's directory that holds this process's group (run groups go there).
-    fn pids_parent() -> PathBuf {
-        let h = hierarchies();
-        let (_, mnt, root) =
-            h.v1.iter()
-                .find(|(opt, _, _)| opt == "pids")
-                .expect("a cgroup v1 pids hierarchy (this test needs root on a v1 machine)");
-        let own = own_path(|_, ctrls| ctrls.split(',').any(|x| x == "pids")).expect("own group");
-        join_rel(mnt, root, &own)
+    /// A cgroup2 file system mounted for one test, with a group of the test's own: the unified
+    /// hierarchy exists beside cgroup v1 ones too (then without the controllers v1 holds), so
+    /// these tests run on both kinds of host. Needs root; unmounted on drop.
+    pub(crate) struct V2Mount {
+        mnt: tempfile::TempDir,
+        pub(crate) group: PathBuf,
+    }
+
+    impl V2Mount {
+        pub(crate) fn new(tag: &str) -> V2Mount {
+            let mnt = tempfile::tempdir().unwrap();
+            nix::mount::mount(
+                None::<&str>,
+                mnt.path(),
+                Some("cgroup2"),
+                nix::mount::MsFlags::empty(),
+                None::<&str>,
+            )
+            .expect("mounting cgroup2 (these tests need root)");
+            let group = mnt
+                .path()
+                .join(format!("warden-test-{}-{tag}", std::process::id()));
+            fs::create_dir(&group).unwrap();
+            V2Mount { mnt, group }
+        }
+        /// Whether the root offers `name` to its children (it does not on a cgroup v1 host).
+        pub(crate) fn offers(&self, name: &str) -> bool {
+            fs::read_to_string(self.mnt.path().join("cgroup.subtree_control"))
+                .unwrap_or_default()
+                .split_whitespace()
+                .any(|c| c == name)
+        }
+    }
+
+    impl Drop for V2Mount {
+        fn drop(&mut self) {
+            // Children first; a group whose last process just exited may be busy briefly.
+            let mut dirs: Vec<PathBuf> = fs::read_dir(&self.group)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| e.path())
+                .collect();
+            dirs.push(self.group.clone());
+            for d in dirs {
+                for _ in 0..200 {
+                    if fs::remove_dir(&d).is_ok() || !d.exists() {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+            }
+            let _ = nix::mount::umount2(self.mnt.path(), nix::mount::MntFlags::MNT_DETACH);
+        }
+    }
+
+    #[test]
+    fn io_stat_sums_bytes_over_devices() {
+        let text = "8:0 rbytes=4096 wbytes=8192 rios=1 wios=2 dbytes=0 dios=0\n\
+                    254:1 rbytes=100 wbytes=1 rios=1 wios=1\n";
+        assert_eq!(parse_io_stat(text), (4196, 8193));
+        assert_eq!(parse_io_stat(""), (0, 0));
+        assert_eq!(parse_io_stat("8:0 rbytes=x wbytes=-1"), (0, 0));
+    }
+
+    #[test]
+    fn a_child_started_into_a_v2_group_is_there_from_its_first_instruction() {
+        let m = V2Mount::new("clone");
+        let run = m.group.join("run");
+        fs::create_dir(&run).unwrap();
+        let dir = fs::File::open(&run).unwrap();
+        let (hold_r, hold_w) = nix::unistd::pipe().unwrap();
+        // The test harness is multithreaded: the child only blocks on the pipe and exits.
+        let child = match crate::sys::clone_into_cgroup(0, dir.as_fd()) {
+            // (Our copy of the write end closed, the read ends at the parent's close.)
+            Ok(crate::sys::CloneResult::Child) => {
+                drop(hold_w);
+                let mut b = [0u8; 1];
+                let _ = nix::unistd::read(&hold_r, &mut b);
+                crate::sys::exit_now(0)
+            }
+            Ok(crate::sys::CloneResult::Parent(pid)) => pid,
+            Err(e) => panic!("clone3 with CLONE_INTO_CGROUP (Linux 5.7+): {e}"),
+        };
+        let members = fs::read_to_string(run.join("cgroup.procs")).unwrap();
+        let own = fs::read_to_string(format!("/proc/{child}/cgroup")).unwrap();
+        drop(hold_w);
+        let _ = nix::sys::wait::waitpid(child, None);
+        assert_eq!(members.trim(), child.to_string(), "cgroup.procs: {members}");
+        let rel = run.strip_prefix(m.mnt.path()).unwrap();
+        assert!(
+            own.lines().any(|l| l == format!("0::/{}", rel.display())),
+            "/proc/{child}/cgroup: {own}"
+        );
+    }
+
+    #[test]
+    fn a_run_group_is_made_limited_and_joined_without_migration_when_born_in_it() {
+        let m = V2Mount::new("run");
+        let mut run = RunCgroup::default();
+        // A child of the root, which offers its controllers on a v2 host.
+        let dir = m.group.clone();
+        // The limits are written where the controller is offered (a v2 host), and the group
+        // is recorded in any case.
+        let limits = Limits::default();
+        let memory = run
+            .configure(Controller::Memory, true, &dir, &limits)
+            .is_ok();
+        assert_eq!(memory, m.offers("memory"), "memory.max written iff offered");
+        if !memory {
+            run.groups.push(Group {
+                controller: Controller::Io,
+                v2: true,
+                dir: dir.clone(),
+            });
+        }
+        assert_eq!(run.v2_dir(), Some(dir.as_path()));
+        assert_eq!(run.join(), "migration");
+        run.born_in();
+        assert_eq!(run.join(), "clone_into_cgroup");
+        // Born in it, the init is not moved again: `add` would fail for a pid that does not
+        // exist, and does not try.
+        run.add(i32::MAX).unwrap();
+        assert_eq!(RunCgroup::default().join(), "none");
     }
 
     #[test]
     fn a_group_left_behind_is_removed_and_one_holding_a_process_too_young_or_foreign_is_kept() {
-        let parent = pids_parent();
+        let m = V2Mount::new("sweep");
+        let parent = m.group.clone();
         let me = std::process::id();
         // Named after pid 1, alive in every `/proc`: the owner's pid does not decide, so the
         // groups of a Warden in another pid namespace are cleaned too.
