@@ -13,6 +13,7 @@ The last line is `CELL <cell> checks=N pass=P degraded=D refused=R loss=L fail=F
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -56,6 +57,7 @@ def info():
         "sandbox",
         "pass",
         f"kernel={os.uname().release} cgroup_v2=[{e.get('cgroup_v2', '')}] "
+        f"join={e.get('cgroup_join')} usage={o['usage']} "
         f"memory={e['memory']} pids={e['pids']} cpu_time={e['cpu_time']} "
         f"cpu_rate={e.get('cpu_rate', [])} landlock={e['landlock']} proc={e['proc']}",
     )
@@ -129,6 +131,75 @@ def limits(e):
         say("cpu_rate", "LOSS", "claimed but not held: " + detail)
     else:
         say("cpu_rate", "degraded", "no throttling, and the outcome says so: " + detail)
+
+
+def join(e):
+    """The init starts inside its cgroup v2 group (CLONE_INTO_CGROUP, Linux 5.7+) rather than
+    being moved there; then `warden run -- true` timed both ways, interleaved, side by side
+    (WARDEN_CGROUP_JOIN=migrate forces the move)."""
+    if e is None or not by_cgroup(e["memory"]):
+        return
+    how = e.get("cgroup_join")
+    if how == "clone_into_cgroup":
+        say("cgroup_join", "pass", how)
+    elif "cgroup_v2" in e["memory"]:
+        say("cgroup_join", "degraded", f"cgroup v2 groups joined by {how}")
+    else:
+        say("cgroup_join", "degraded", f"cgroup v1: {how}")
+    # Wall time of the whole command, and the set-up until the command is released (the
+    # supervisor's own phase log, WARDEN_LOG=debug): the part the join changes.
+    times = {"clone_into_cgroup": [], "migration": []}
+    setup = {"clone_into_cgroup": [], "migration": []}
+    joins = {"clone_into_cgroup": set(), "migration": set()}
+    for i in range(2 * BENCH_RUNS):
+        mode = "migration" if i % 2 else "clone_into_cgroup"
+        env = dict(os.environ, WARDEN_LOG="debug", NO_COLOR="1")
+        if mode == "migration":
+            env["WARDEN_CGROUP_JOIN"] = "migrate"
+        t = time.perf_counter()
+        p = subprocess.run([WARDEN, "run", "--json", "--", "true"], capture_output=True,
+                           env=env, timeout=120)
+        times[mode].append((time.perf_counter() - t) * 1000)
+        log = re.sub(r"\x1b\[[0-9;]*m", "", p.stderr.decode(errors="replace"))
+        released = re.findall(r'phase="cgroup joined, init released" us=(\d+)', log)
+        if released:
+            setup[mode].append(int(released[-1]) / 1000)
+        try:
+            joins[mode].add(json.loads(p.stdout)["enforcement"].get("cgroup_join"))
+        except (ValueError, KeyError):
+            joins[mode].add(f"exit {p.returncode}")
+
+    def med(v):
+        return sorted(v)[len(v) // 2] if v else float("nan")
+
+    a, b = "clone_into_cgroup", "migration"
+    print(f"NOTE {CELL} bench warden run -- true, {BENCH_RUNS} runs each way, interleaved, "
+          f"medians: set-up until the command is released {a}={med(setup[a]):.1f} ms "
+          f"{b}={med(setup[b]):.1f} ms ratio={med(setup[a]) / med(setup[b]):.3f}; whole run "
+          f"{a}={med(times[a]):.1f} ms {b}={med(times[b]):.1f} ms "
+          f"ratio={med(times[a]) / med(times[b]):.3f} "
+          f"(joined by {sorted(joins[a])} / {sorted(joins[b])})", flush=True)
+
+
+BENCH_RUNS = 15
+
+
+def unit():
+    """The cgroup unit tests (warden-jail's own, against a cgroup2 mount of their own) on this
+    guest's kernel, where the root offers memory, pids and cpu: the delegation paths for real."""
+    binary = os.path.join(DIR, "jail-unit")
+    if not os.path.exists(binary):
+        say("cgroup_unit", "FAIL", "no unit test binary in the payload")
+        return
+    p = subprocess.run([binary, "cgroup::", "--test-threads=1"], capture_output=True,
+                       timeout=300)
+    out = p.stdout.decode(errors="replace")
+    result = [line for line in out.splitlines() if line.startswith("test result")]
+    if p.returncode == 0:
+        say("cgroup_unit", "pass", " ".join(result))
+    else:
+        failed = [line for line in out.splitlines() if line.endswith("FAILED")]
+        say("cgroup_unit", "FAIL", "; ".join(failed) + out[-300:])
 
 
 def serve():
@@ -244,6 +315,9 @@ def main():
     e = info()
     if e is not None:
         limits(e)
+        join(e)
+        if CELL in ("6.1", "6.12"):
+            unit()
         serve()
         detonate("detonate_thief", "thief.py", {"HIGH", "CRITICAL"})
         detonate("detonate_hog", "hog.py", {"MEDIUM", "HIGH", "CRITICAL"})
