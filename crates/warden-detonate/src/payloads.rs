@@ -3,7 +3,9 @@
 //! server may simply echo its input): command injection looks for the *result* of an
 //! arithmetic expansion or an exec whose argv holds the nonce, path traversal for a known file
 //! signature or canary content or an open of the target, SSRF for a lookup or connection to the
-//! payload's host, SQL injection for database error signatures.
+//! payload's host, SQL injection for database error signatures, code injection for the answer
+//! of a product only an evaluator computes (two factors chosen per run) or a process whose argv
+//! only an evaluator's own `system` call gives.
 
 use serde_json::Value;
 use warden_events::{Event, EventKind};
@@ -19,6 +21,8 @@ pub enum Kind {
     Ssrf,
     /// Quote-breaking input.
     SqlInjection,
+    /// Expressions for evaluators, template engines and deserializers.
+    CodeInjection,
 }
 
 impl Kind {
@@ -29,6 +33,7 @@ impl Kind {
             Kind::PathTraversal => "path_traversal",
             Kind::Ssrf => "ssrf",
             Kind::SqlInjection => "sql_injection",
+            Kind::CodeInjection => "code_injection",
         }
     }
 }
@@ -54,6 +59,20 @@ const COMMAND_PARAMS: &[&str] = &[
 pub fn is_command_param(name: &str) -> bool {
     let lower = name.to_ascii_lowercase().replace('-', "_");
     COMMAND_PARAMS.contains(&lower.as_str())
+}
+
+/// Whether a payload that worked through `param` did what the tool is for: a command or code
+/// parameter runs what it is given, a template parameter computes what its template says.
+pub fn by_design(kind: Kind, param: &str) -> bool {
+    let lower = param.to_ascii_lowercase().replace('-', "_");
+    match kind {
+        Kind::CommandInjection => is_command_param(param),
+        Kind::CodeInjection => {
+            is_command_param(param)
+                || ["template", "tmpl", "template_string"].contains(&lower.as_str())
+        }
+        _ => false,
+    }
 }
 
 /// One payload.
@@ -90,6 +109,78 @@ pub fn for_param(nonce: &str) -> Vec<Payload> {
         p(Kind::SqlInjection, SQL_CONTROL.into()),
         p(Kind::SqlInjection, "x' OR '1'='1".into()),
     ]
+    .into_iter()
+    .chain(code(nonce))
+    .collect()
+}
+
+/// The two factors of this run's code-injection product: from the nonce, so the answer cannot
+/// be guessed by a server that has not evaluated the payload, and the payload (which holds the
+/// factors, never the product) cannot be echoed into it.
+pub fn factors(nonce: &str) -> (u64, u64) {
+    // FNV-1a: a spread of the nonce's bytes; the factors need no secrecy beyond the nonce's.
+    let h = nonce.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    (1009 + h % 8000, 211 + (h >> 32) % 700)
+}
+
+/// The argument a spawned process gets from the code payloads that call `system`.
+fn spawn_marker(nonce: &str) -> String {
+    format!("wdnci{nonce}")
+}
+
+/// Code for evaluators (Python, JavaScript), template engines (Jinja2, Tornado, Nunjucks,
+/// Twig; Mako and JavaScript template literals; EJS and ERB) and deserializers (PyYAML's
+/// unsafe loader, pickle protocol 0 in base64).
+fn code(nonce: &str) -> Vec<Payload> {
+    let (a, b) = factors(nonce);
+    let marker = spawn_marker(nonce);
+    // `coperator\nmul\n(I<a>\nI<b>\ntR.`: call operator.mul(a, b) when unpickled.
+    let pickle = format!("coperator\nmul\n(I{a}\nI{b}\ntR.");
+    let p = |value: String| Payload {
+        kind: Kind::CodeInjection,
+        value,
+    };
+    vec![
+        p(format!("__import__('operator').mul({a},{b})")),
+        p(format!("__import__('os').system('true {marker}')")),
+        p(format!("[{a}].map(x=>x*{b})[0]")),
+        p(format!("{{{{{a}*{b}}}}}")),
+        p(format!("${{{a}*{b}}}")),
+        p(format!("<%= {a}*{b} %>")),
+        p(format!("!!python/object/apply:operator.mul [{a}, {b}]")),
+        p(base64(pickle.as_bytes())),
+    ]
+}
+
+/// Standard base64 with padding.
+fn base64(bytes: &[u8]) -> String {
+    const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, &b)| n | u32::from(b) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ABC[(n >> (18 - 6 * i) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// Whether `text` holds `number` as a whole number (no digit on either side).
+fn holds_number(text: &str, number: &str) -> bool {
+    text.match_indices(number).any(|(i, _)| {
+        let before = text[..i].chars().next_back();
+        let after = text[i + number.len()..].chars().next();
+        !before.is_some_and(|c| c.is_ascii_digit()) && !after.is_some_and(|c| c.is_ascii_digit())
+    })
 }
 
 /// The SQL payload whose answer the tautology is compared with.
@@ -130,6 +221,40 @@ pub fn detect(
     control_output: Option<&str>,
 ) -> Option<String> {
     match payload.kind {
+        Kind::CodeInjection => {
+            let marker = spawn_marker(nonce);
+            if payload.value.contains(&marker) {
+                // `os.system('true wdnci…')`: the shell it starts gets exactly that script, or
+                // `true` gets exactly that argument. The payload as one argument of another
+                // program (`grep "__import__(…)"`) is safe and proves nothing.
+                let script = format!("true {marker}");
+                return events
+                    .iter()
+                    .find(|e| {
+                        let argv: Vec<&str> = e.data["argv"]
+                            .as_array()
+                            .map(|a| a.iter().filter_map(Value::as_str).collect())
+                            .unwrap_or_default();
+                        e.kind == EventKind::ProcessSpawn
+                            && (argv.last() == Some(&script.as_str()) && argv.contains(&"-c")
+                                || argv.len() == 2
+                                    && argv[0].rsplit('/').next() == Some("true")
+                                    && argv[1] == marker)
+                    })
+                    .map(|e| {
+                        format!(
+                            "event {} started {} as the payload's system() call asked",
+                            e.id, e.data["path"]
+                        )
+                    });
+            }
+            let (a, b) = factors(nonce);
+            let product = (a * b).to_string();
+            let fresh = benign_output.is_none_or(|o| !holds_number(o, &product));
+            (fresh && holds_number(output, &product)).then(|| {
+                format!("the output holds {product}, the value of {a}*{b} the payload asked for")
+            })
+        }
         Kind::CommandInjection => {
             let executed = format!("wdn42x{nonce}");
             if output.contains(&executed) {
@@ -273,6 +398,59 @@ mod tests {
             triggered_by: Some("tool_call:1".into()),
             data,
         }
+    }
+
+    #[test]
+    fn code_payloads_are_proven_by_what_only_an_evaluator_gives() {
+        let n = "k3y9q0aa7bcd";
+        let (a, b) = factors(n);
+        let product = (a * b).to_string();
+        assert_ne!(factors(n), factors("another1nonce"), "chosen per run");
+        let ps: Vec<Payload> = for_param(n)
+            .into_iter()
+            .filter(|p| p.kind == Kind::CodeInjection)
+            .collect();
+        assert_eq!(ps.len(), 8);
+        for p in &ps {
+            assert!(!p.value.contains(&product), "{}", p.value);
+            // An echo of the payload is no proof.
+            let echo = format!("unknown expression: {}", p.value);
+            assert!(
+                detect(p, n, &echo, &[], false, None, None).is_none(),
+                "{}",
+                p.value
+            );
+        }
+        let eval = &ps[0];
+        let answered = format!(r#"{{"content":[{{"type":"text","text":"= {product}"}}]}}"#);
+        assert!(detect(eval, n, &answered, &[], false, None, None).is_some());
+        // The same number already in the benign answer, or as part of a longer one.
+        assert!(detect(eval, n, &answered, &[], false, Some(&answered), None).is_none());
+        assert!(detect(eval, n, &format!("id 9{product}1"), &[], false, None, None).is_none());
+        // The system() payload: the shell got exactly its script; not the payload as one
+        // argument of another program.
+        let system = &ps[1];
+        let sh = ev(
+            4,
+            EventKind::ProcessSpawn,
+            json!({"path": "/bin/sh", "argv": ["sh", "-c", format!("true wdnci{n}")]}),
+        );
+        assert!(detect(system, n, "0", &[&sh], false, None, None).is_some());
+        let grep = ev(
+            5,
+            EventKind::ProcessSpawn,
+            json!({"path": "/bin/grep", "argv": ["grep", "-e", system.value]}),
+        );
+        assert!(detect(system, n, "", &[&grep], false, None, None).is_none());
+        // The pickle is protocol 0 in base64.
+        assert_eq!(base64(b"Man"), "TWFu");
+        assert_eq!(base64(b"Ma"), "TWE=");
+        assert_eq!(base64(b"M"), "TQ==");
+        assert!(ps[7].value.starts_with("Y29wZXJhdG9y"), "{}", ps[7].value);
+        assert!(by_design(Kind::CodeInjection, "code"));
+        assert!(by_design(Kind::CodeInjection, "template"));
+        assert!(!by_design(Kind::CodeInjection, "expression"));
+        assert!(!by_design(Kind::SqlInjection, "code"));
     }
 
     #[test]

@@ -159,6 +159,9 @@ pub enum Category {
     CommandInjection,
     /// An adversarial argument broke out of a query.
     SqlInjection,
+    /// An adversarial argument made an evaluator, a template engine or a deserializer run
+    /// code, proven by an oracle (a computed answer, a canary process).
+    CodeInjection,
     /// An adversarial path argument reached outside the intended directory.
     PathTraversal,
     /// An adversarial URL made the server connect to the payload's target.

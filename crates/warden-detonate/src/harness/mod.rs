@@ -1234,7 +1234,7 @@ async fn call(
             json!({
                 "tool": tool, "param": param, "kind": p.kind.name(), "payload": p.value, "call": id,
                 "detected": evidence.is_some(), "evidence": evidence,
-                "by_design": (p.kind == payloads::Kind::CommandInjection && payloads::is_command_param(param)).then_some(true),
+                "by_design": payloads::by_design(p.kind, param).then_some(true),
             }),
         );
     }
