@@ -134,6 +134,7 @@ pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_ru
     }
     phases::decoys::label(&mut observed.events);
     phases::audience::mark(&mut observed.events);
+    phases::intent::mark(&mut observed.events);
     phases::explain::explain(&mut observed.events, &observed.session.windows);
     let inconclusive =
         phases::verdict::happened(start.blocked.as_ref(), &observed.session, &observed.events);

@@ -211,6 +211,18 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../rules/sql-injection.yaml"),
     ),
     (
+        "code-injection.yaml",
+        include_str!("../rules/code-injection.yaml"),
+    ),
+    (
+        "cloud-metadata.yaml",
+        include_str!("../rules/cloud-metadata.yaml"),
+    ),
+    (
+        "network-scan.yaml",
+        include_str!("../rules/network-scan.yaml"),
+    ),
+    (
         "path-traversal.yaml",
         include_str!("../rules/path-traversal.yaml"),
     ),

@@ -34,6 +34,7 @@ fn every_builtin_rule_loads_and_covers_every_behavioural_category() {
         Category::RugPull,
         Category::CommandInjection,
         Category::SqlInjection,
+        Category::CodeInjection,
         Category::PathTraversal,
         Category::Ssrf,
         Category::ResourceAbuse,

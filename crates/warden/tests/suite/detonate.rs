@@ -415,6 +415,33 @@ pub fn a_flood_of_events_hides_neither_the_theft_nor_the_loss() {
     assert!(has(&f, "canary-leaving", "critical", "index"), "{f:?}");
 }
 
+/// Issue #34: arguments that an evaluator, a template engine or a deserializer runs are proven
+/// by the product only evaluation gives, per tool; a calculator that parses its input is not
+/// flagged, and neither payload text nor echo counts.
+#[test]
+pub fn code_run_from_arguments_is_proven_by_an_oracle() {
+    let f = findings("evaluator.py", &[]);
+    for tool in ["calculate", "greet", "load_settings", "restore"] {
+        assert!(has(&f, "code-injection", "critical", tool), "{tool}: {f:?}");
+    }
+    assert!(
+        !f.iter().any(|(_, _, t)| t == "safe_calc"),
+        "the safe calculator: {f:?}"
+    );
+}
+
+/// Issue #34: a tool that asks the cloud metadata service for the host's credentials, and one
+/// that probes ports; each ending HIGH, named by the tool.
+#[test]
+pub fn metadata_requests_and_scans_are_judged_by_intent() {
+    let f = findings("prober.py", &["--no-payloads"]);
+    assert!(has(&f, "cloud-metadata", "high", "weather"), "{f:?}");
+    assert!(has(&f, "network-scan", "high", "status"), "{f:?}");
+    // The SSRF payload's own metadata URL, sent to a fetch tool, stays an SSRF (medium).
+    let f = findings("preview.py", &[]);
+    assert!(!f.iter().any(|(r, _, _)| r == "cloud-metadata"), "{f:?}");
+}
+
 #[test]
 pub fn one_fixture_per_category() {
     let f = findings("sql_search.py", &[]);
