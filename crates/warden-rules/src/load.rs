@@ -223,6 +223,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../rules/network-scan.yaml"),
     ),
     (
+        "loopback-probe.yaml",
+        include_str!("../rules/loopback-probe.yaml"),
+    ),
+    (
         "path-traversal.yaml",
         include_str!("../rules/path-traversal.yaml"),
     ),

@@ -1,6 +1,8 @@
 //! What a server's connections were aimed at, marked on the events before the rules run: the
-//! cloud's instance metadata services (where a cloud host hands out its own credentials), and
-//! scans (many addresses, or many ports of one address, touched in one window).
+//! cloud's instance metadata services (where a cloud host hands out its own credentials),
+//! scans (many addresses, or many ports of one address, touched in one window: `scan`), and
+//! probes of many ports of the sandbox's own loopback (`loopback_probe`, low: developer tools look
+//! for local dev servers that way, e.g. ports 3000–3010, so that is a shape).
 //!
 //! Guarantees: a lookup or connection is marked `cloud_metadata` only when its address (IPv4,
 //! IPv6, or IPv4 mapped into IPv6) or name is one of the providers' metadata endpoints, and
@@ -135,7 +137,15 @@ pub fn mark(events: &mut [Event]) {
         if !listening.contains(&port) {
             let set = ports.entry((window, target.clone())).or_default();
             if set.insert(port) && set.len() == SCAN_PORTS {
-                scan = Some(format!("{SCAN_PORTS} ports of {target} in one call"));
+                let what = format!("{SCAN_PORTS} ports of {target} in one call");
+                let key = if is_loopback(&target) {
+                    "loopback_probe"
+                } else {
+                    "scan"
+                };
+                if let Some(data) = e.data.as_object_mut() {
+                    data.insert(key.into(), json!(what));
+                }
             }
         }
         if let Some(scan) = scan
@@ -238,6 +248,10 @@ mod tests {
             ));
             events.push(connect(300 + i, "tool_call:3", &address, 443));
         }
+        // Loopback: a probe of its ports is a shape of its own.
+        for (i, port) in (3000..3011).enumerate() {
+            events.push(connect(600 + i as u64, "tool_call:5", "127.0.0.1", port));
+        }
         // A server talking to its own listener on many ports of loopback.
         for (i, port) in (40000..40012).enumerate() {
             events.push(ev(
@@ -256,5 +270,11 @@ mod tests {
         assert_eq!(scans.len(), 2, "{scans:?}");
         assert_eq!(scans[0].0, 15, "{scans:?}");
         assert!(scans[1].1.contains("9 ports of 10.1.1.1"), "{scans:?}");
+        let probes: Vec<u64> = events
+            .iter()
+            .filter(|e| e.data.get("loopback_probe").is_some())
+            .map(|e| e.id)
+            .collect();
+        assert_eq!(probes, vec![608], "the ninth port of loopback, once");
     }
 }

@@ -437,6 +437,8 @@ pub fn metadata_requests_and_scans_are_judged_by_intent() {
     let f = findings("prober.py", &["--no-payloads"]);
     assert!(has(&f, "cloud-metadata", "high", "weather"), "{f:?}");
     assert!(has(&f, "network-scan", "high", "status"), "{f:?}");
+    // Ports of the sandbox's own loopback: how developer tools find local dev servers.
+    assert!(has(&f, "loopback-probe", "low", "ports"), "{f:?}");
     // The SSRF payload's own metadata URL, sent to a fetch tool, stays an SSRF (medium).
     let f = findings("preview.py", &[]);
     assert!(!f.iter().any(|(r, _, _)| r == "cloud-metadata"), "{f:?}");
