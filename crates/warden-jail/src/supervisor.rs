@@ -471,8 +471,16 @@ fn start(req: &Request, policy: &Policy, hub: Option<Arc<Hub>>) -> Result<Runnin
     } else {
         RunCgroup::default()
     };
-    let creator = ids.host_root.map(as_creator).transpose()?;
-    let cloned = match born_in_group(&cgroup, creator.is_some()) {
+    // Opened as root, before we become the subordinate root.
+    let group_dir = group_for_clone(&cgroup);
+    let creator = match ids.host_root.map(as_creator).transpose() {
+        Ok(c) => c,
+        Err(e) => {
+            cgroup.remove();
+            return Err(e);
+        }
+    };
+    let cloned = match group_dir.filter(|_| creator.is_none() || raise_for_clone()) {
         Some(dir) => match sys::clone_into_cgroup(flags, dir.as_fd()) {
             Err(e) => {
                 tracing::debug!("CLONE_INTO_CGROUP refused ({e}): the init is moved instead");
@@ -648,20 +656,26 @@ fn release(
 struct Creator;
 
 /// The run's cgroup v2 group, opened for `CLONE_INTO_CGROUP`, unless the operator asked for the
-/// migration path (`WARDEN_CGROUP_JOIN=migrate`, for the side-by-side benchmark). With
-/// `as_creator` (the clone runs with the subordinate root's euid, whose effective set is
-/// empty), `CAP_DAC_OVERRIDE` is raised for it: the kernel checks the caller's write access to
-/// the group's `cgroup.procs` and its common ancestor's, which root owns.
-fn born_in_group(cgroup: &RunCgroup, as_creator: bool) -> Option<std::fs::File> {
+/// migration path (`WARDEN_CGROUP_JOIN=migrate`, for the side-by-side benchmark).
+fn group_for_clone(cgroup: &RunCgroup) -> Option<std::fs::File> {
     if std::env::var_os("WARDEN_CGROUP_JOIN").is_some_and(|v| v == "migrate") {
         return None;
     }
-    let dir = std::fs::File::open(cgroup.v2_dir()?).ok()?;
-    if as_creator && let Err(e) = sys::raise_effective(CAP_DAC_OVERRIDE) {
-        tracing::debug!("CAP_DAC_OVERRIDE not raised for CLONE_INTO_CGROUP ({e})");
-        return None;
+    std::fs::File::open(cgroup.v2_dir()?).ok()
+}
+
+/// As the subordinate root (see `as_creator`: its effective set is empty), raise
+/// `CAP_DAC_OVERRIDE` for the clone into the group: the kernel checks the caller's write access
+/// to the group's `cgroup.procs` and its common ancestor's, which root owns. Going back to
+/// euid 0 afterwards makes the effective set the permitted one again.
+fn raise_for_clone() -> bool {
+    match sys::raise_effective(CAP_DAC_OVERRIDE) {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::debug!("CAP_DAC_OVERRIDE not raised for CLONE_INTO_CGROUP ({e})");
+            false
+        }
     }
-    Some(dir)
 }
 
 /// `CAP_DAC_OVERRIDE` (linux/capability.h).

@@ -123,15 +123,29 @@ pub fn happened(
     };
     let listed = session.listed.unwrap_or(0);
     // A call the server died of at a sandbox limit did reach it: that is what it did. Also
-    // when the limit was recorded after the call's window closed (the server's death ended
-    // the call before the sandbox had told the limit), once calls were made.
+    // when the limit was recorded just after the call's window closed (the server's death
+    // ended the call before the sandbox had told the limit): outside any window, within
+    // `LIMIT_AFTER_CALL_MS` of the end of a call that got no answer.
+    let unanswered_ends: Vec<u64> = events
+        .iter()
+        .filter(|e| {
+            e.kind == EventKind::McpTiming
+                && e.data["phase"] == "tool_call"
+                && e.data["is_error"] == true
+        })
+        .map(|e| e.t_ms)
+        .collect();
     let limit_in_a_call = events.iter().any(|e| {
         e.kind == EventKind::SandboxLimitHit
-            && (e
-                .triggered_by
-                .as_deref()
-                .is_some_and(|w| w.starts_with("tool_call:"))
-                || (session.calls > 0 && matches!(session.end, ServerEnd::Exited { .. })))
+            && match e.triggered_by.as_deref() {
+                Some(w) => w.starts_with("tool_call:"),
+                None => {
+                    matches!(session.end, ServerEnd::Exited { .. })
+                        && unanswered_ends
+                            .iter()
+                            .any(|t| e.t_ms.abs_diff(*t) <= LIMIT_AFTER_CALL_MS)
+                }
+            }
     });
     let exercised = session.exercised > 0 || limit_in_a_call;
     let stopped = stopped.or_else(|| match session.listed {
@@ -171,6 +185,11 @@ pub fn happened(
         ..stopped.with_stderr(&session.stderr)
     })
 }
+
+/// How close to the end of a call the server died in a limit recorded outside any window still
+/// counts as that call's (the supervisor polls its counters every 50 ms; the tree's end
+/// follows the death within moments).
+const LIMIT_AFTER_CALL_MS: u64 = 2000;
 
 /// `exit code N` or `killed by signal N`.
 fn status(code: Option<i32>, signal: Option<i32>) -> String {
@@ -310,16 +329,37 @@ mod tests {
             },
             ..ran()
         };
-        let limit = |window: Option<&str>| Event {
-            id: 9,
-            t_ms: 0,
-            kind: EventKind::SandboxLimitHit,
+        let at = |t_ms: u64, kind: EventKind, window: Option<&str>| Event {
+            id: t_ms,
+            t_ms,
+            kind,
             pid: None,
             triggered_by: window.map(str::to_owned),
-            data: serde_json::json!({ "limit": "memory" }),
+            data: serde_json::json!({ "limit": "memory", "phase": "tool_call", "is_error": true }),
         };
-        assert_eq!(happened(None, &killed, &[limit(Some("tool_call:1"))]), None);
-        assert_eq!(happened(None, &killed, &[limit(None)]), None);
+        // The call that ended without an answer when the server died.
+        let call = at(1000, EventKind::McpTiming, None);
+        let limit = |t_ms, window| at(t_ms, EventKind::SandboxLimitHit, window);
+        assert_eq!(
+            happened(
+                None,
+                &killed,
+                &[call.clone(), limit(9000, Some("tool_call:1"))]
+            ),
+            None
+        );
+        assert_eq!(
+            happened(None, &killed, &[call.clone(), limit(1500, None)]),
+            None
+        );
+        assert_eq!(
+            happened(None, &killed, &[limit(900, None), call.clone()]),
+            None
+        );
+        // A limit long after every call (a server that stalls its calls, then hogs) is not
+        // what a call did.
+        assert!(happened(None, &killed, &[call.clone(), limit(60_000, None)]).is_some());
+        assert!(happened(None, &killed, &[limit(1500, None)]).is_some());
         let why = happened(None, &killed, &[]).unwrap();
         assert!(why.reason.contains("killed by signal 9"), "{}", why.reason);
         let earlier = Inconclusive::new(Stage::Install, "pip failed");

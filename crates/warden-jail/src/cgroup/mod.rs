@@ -347,12 +347,15 @@ impl RunCgroup {
     }
 
     /// How the init joined the run's groups: `clone_into_cgroup` (started in its v2 group),
-    /// `migration` (moved in after it started) or `none` (no group).
+    /// `migration` (moved in after it started), both (`clone_into_cgroup+migration`: a v2
+    /// group and v1 ones) or `none` (no group).
     pub fn join(&self) -> &'static str {
-        match (self.groups.is_empty(), self.born_in) {
-            (true, _) => "none",
-            (false, true) => "clone_into_cgroup",
-            (false, false) => "migration",
+        let v1 = self.groups.iter().any(|g| !g.v2);
+        match (self.groups.is_empty(), self.born_in, v1) {
+            (true, _, _) => "none",
+            (false, true, false) => "clone_into_cgroup",
+            (false, true, true) => "clone_into_cgroup+migration",
+            (false, false, _) => "migration",
         }
     }
 
