@@ -7,7 +7,10 @@
 //! Guarantees: a lookup or connection is marked `cloud_metadata` only when its address (IPv4,
 //! IPv6, or IPv4 mapped into IPv6) or name is one of the providers' metadata endpoints, and
 //! never in the window of a harness payload that named that endpoint itself (a fetch tool
-//! given the metadata URL is an SSRF, judged by its own rule). A window is a scan only by
+//! given the metadata URL is an SSRF, judged by its own rule); that is a shape (medium): cloud
+//! SDKs' credential chains (boto3, google-auth, Azure's `DefaultAzureCredential`, OpenTelemetry's
+//! resource detectors) ask the metadata service too when no credentials are configured. A
+//! window is a scan only by
 //! addresses the program chose itself — addresses a DNS answer gave (the chamber answers every
 //! name with its own) do not count, so a browser that looks up many names is not a scanner —
 //! and ports the server itself listens on do not count either. One event per scan is marked:
@@ -31,6 +34,8 @@ const METADATA_ADDRESSES: &[(&str, &str)] = &[
     ("100.100.100.200", "Alibaba Cloud instance metadata"),
     ("192.0.0.192", "Oracle Cloud classic instance metadata"),
     ("169.254.0.23", "Tencent Cloud instance metadata"),
+    ("fe80::a9fe:a9fe", "OpenStack instance metadata (IPv6)"),
+    ("168.63.129.16", "Azure WireServer"),
 ];
 
 /// Instance metadata endpoints by name: (name, whose).
@@ -40,6 +45,8 @@ const METADATA_NAMES: &[(&str, &str)] = &[
     ("instance-data.ec2.internal", "AWS instance metadata"),
     ("instance-data", "AWS instance metadata"),
     ("metadata.tencentyun.com", "Tencent Cloud instance metadata"),
+    // Google Compute Engine's search domain makes the bare name the metadata server.
+    ("metadata", "Google Cloud instance metadata"),
 ];
 
 /// Distinct addresses of the program's own choosing, in one window, that make a scan.
@@ -47,11 +54,18 @@ pub const SCAN_ADDRESSES: usize = 16;
 /// Distinct ports of one address, in one window, that make a port scan.
 pub const SCAN_PORTS: usize = 9;
 
+/// An address as one spelling: IPv4 mapped into IPv6 (a dual-stack socket's, as Java and .NET
+/// open by default) as the IPv4 address, IPv6 compressed; anything unparsed as given.
+fn canonical(address: &str) -> String {
+    address
+        .parse::<std::net::IpAddr>()
+        .map_or_else(|_| address.to_owned(), |ip| ip.to_canonical().to_string())
+}
+
 fn metadata_address(address: &str) -> Option<&'static str> {
-    let bare = address.strip_prefix("::ffff:").unwrap_or(address);
     METADATA_ADDRESSES
         .iter()
-        .find(|(a, _)| a.eq_ignore_ascii_case(bare))
+        .find(|(a, _)| canonical(a) == address)
         .map(|(_, whose)| *whose)
 }
 
@@ -85,7 +99,7 @@ pub fn mark(events: &mut [Event]) {
     let answered: HashSet<String> = events
         .iter()
         .filter(|e| e.kind == EventKind::NetDns)
-        .filter_map(|e| e.data["answer"].as_str().map(str::to_owned))
+        .filter_map(|e| e.data["answer"].as_str().map(canonical))
         .collect();
     let listening: HashSet<u64> = events
         .iter()
@@ -97,9 +111,12 @@ pub fn mark(events: &mut [Event]) {
     let mut ports: HashMap<(Option<String>, String), HashSet<u64>> = HashMap::new();
     for e in events.iter_mut() {
         let target = match e.kind {
-            EventKind::NetConnect if e.data["op"] == "connect" => e.data["address"]
-                .as_str()
-                .map(|a| (a.to_owned(), metadata_address(a))),
+            EventKind::NetConnect if e.data["op"] == "connect" => {
+                e.data["address"].as_str().map(canonical).map(|a| {
+                    let whose = metadata_address(&a);
+                    (a, whose)
+                })
+            }
             EventKind::NetDns => e.data["name"]
                 .as_str()
                 .map(|n| (n.to_owned(), metadata_name(n))),
@@ -134,7 +151,9 @@ pub fn mark(events: &mut [Event]) {
                 ));
             }
         }
-        if !listening.contains(&port) {
+        // Its own listeners are exempt on loopback only (listening on 22 does not make a sweep
+        // of other hosts' port 22 its own).
+        if !(is_loopback(&target) && listening.contains(&port)) {
             let set = ports.entry((window, target.clone())).or_default();
             if set.insert(port) && set.len() == SCAN_PORTS {
                 let what = format!("{SCAN_PORTS} ports of {target} in one call");
@@ -186,6 +205,7 @@ mod tests {
         let mut events = vec![
             connect(1, "tool_call:1", "169.254.169.254", 80),
             connect(2, "tool_call:2", "::ffff:100.100.100.200", 80),
+            connect(8, "tool_call:7", "FE80::A9FE:A9FE", 80),
             ev(
                 3,
                 EventKind::NetDns,
@@ -214,7 +234,7 @@ mod tests {
             .filter(|e| e.data.get("cloud_metadata").is_some())
             .map(|e| e.id)
             .collect();
-        assert_eq!(marked, vec![1, 2, 3]);
+        assert_eq!(marked, vec![1, 2, 8, 3]);
         assert!(
             events[1].data["cloud_metadata"]
                 .as_str()
@@ -246,11 +266,22 @@ mod tests {
                 "tool_call:3",
                 json!({"name": format!("cdn{i}.example.test"), "type": "A", "answer": address}),
             ));
-            events.push(connect(300 + i, "tool_call:3", &address, 443));
+            // Half through a dual-stack socket (Java, .NET): the same addresses, mapped.
+            let spelled = if i % 2 == 0 {
+                format!("::ffff:{address}")
+            } else {
+                address
+            };
+            events.push(connect(300 + i, "tool_call:3", &spelled, 443));
         }
-        // Loopback: a probe of its ports is a shape of its own.
+        // Loopback, mapped or not: a probe of its ports is a shape of its own.
         for (i, port) in (3000..3011).enumerate() {
-            events.push(connect(600 + i as u64, "tool_call:5", "127.0.0.1", port));
+            let lo = if i % 2 == 0 {
+                "::ffff:127.0.0.1"
+            } else {
+                "127.0.0.1"
+            };
+            events.push(connect(600 + i as u64, "tool_call:5", lo, port));
         }
         // A server talking to its own listener on many ports of loopback.
         for (i, port) in (40000..40012).enumerate() {
