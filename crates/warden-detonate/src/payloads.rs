@@ -64,12 +64,17 @@ pub fn is_command_param(name: &str) -> bool {
 /// Whether a payload that worked through `param` did what the tool is for: a command or code
 /// parameter runs what it is given, a template parameter computes what its template says.
 pub fn by_design(kind: Kind, param: &str) -> bool {
-    let lower = param.to_ascii_lowercase().replace('-', "_");
+    let squeezed: String = param
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .collect::<String>()
+        .to_ascii_lowercase();
     match kind {
         Kind::CommandInjection => is_command_param(param),
         Kind::CodeInjection => {
             is_command_param(param)
-                || ["template", "tmpl", "template_string"].contains(&lower.as_str())
+                || ["template", "tmpl", "templatestring", "templatetext"]
+                    .contains(&squeezed.as_str())
         }
         _ => false,
     }
@@ -122,7 +127,28 @@ pub fn factors(nonce: &str) -> (u64, u64) {
     let h = nonce.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     });
-    (1009 + h % 8000, 211 + (h >> 32) % 700)
+    // A product of 12 or 13 digits: no output full of numbers holds it by chance, and
+    // JavaScript's doubles still hold it exactly.
+    (1_000_003 + h % 8_999_000, 100_003 + (h >> 32) % 899_000)
+}
+
+/// What kind of engine a code payload is for: `evaluator` (eval, exec, `new Function`, vm),
+/// `template` (its arithmetic proves the input was rendered as a template — code execution
+/// only where the engine is not sandboxed) or `deserializer` (YAML tags, pickle).
+pub fn family(p: &Payload) -> Option<&'static str> {
+    if p.kind != Kind::CodeInjection {
+        return None;
+    }
+    let v = p.value.as_str();
+    Some(
+        if v.starts_with("{{") || v.starts_with("${") || v.starts_with("<%") {
+            "template"
+        } else if v.starts_with("!!") || !v.contains(['(', '[']) {
+            "deserializer"
+        } else {
+            "evaluator"
+        },
+    )
 }
 
 /// The argument a spawned process gets from the code payloads that call `system`.
@@ -449,6 +475,22 @@ mod tests {
         assert!(ps[7].value.starts_with("Y29wZXJhdG9y"), "{}", ps[7].value);
         assert!(by_design(Kind::CodeInjection, "code"));
         assert!(by_design(Kind::CodeInjection, "template"));
+        assert!(by_design(Kind::CodeInjection, "templateString"));
+        let families: Vec<_> = ps.iter().filter_map(family).collect();
+        assert_eq!(
+            families,
+            [
+                "evaluator",
+                "evaluator",
+                "evaluator",
+                "template",
+                "template",
+                "template",
+                "deserializer",
+                "deserializer"
+            ]
+        );
+        assert!(product.len() >= 12, "{product}");
         assert!(!by_design(Kind::CodeInjection, "expression"));
         assert!(!by_design(Kind::SqlInjection, "code"));
     }

@@ -215,6 +215,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../rules/code-injection.yaml"),
     ),
     (
+        "template-injection.yaml",
+        include_str!("../rules/template-injection.yaml"),
+    ),
+    (
         "cloud-metadata.yaml",
         include_str!("../rules/cloud-metadata.yaml"),
     ),

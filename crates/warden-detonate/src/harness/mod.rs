@@ -1235,6 +1235,7 @@ async fn call(
                 "tool": tool, "param": param, "kind": p.kind.name(), "payload": p.value, "call": id,
                 "detected": evidence.is_some(), "evidence": evidence,
                 "by_design": payloads::by_design(p.kind, param).then_some(true),
+                "family": payloads::family(p),
             }),
         );
     }

@@ -421,21 +421,25 @@ pub fn a_flood_of_events_hides_neither_the_theft_nor_the_loss() {
 #[test]
 pub fn code_run_from_arguments_is_proven_by_an_oracle() {
     let f = findings("evaluator.py", &[]);
-    for tool in ["calculate", "greet", "load_settings", "restore"] {
+    for tool in ["calculate", "load_settings", "restore"] {
         assert!(has(&f, "code-injection", "critical", tool), "{tool}: {f:?}");
     }
+    // Its `{{ }}` is a template built from input: rendering proven, code execution not.
+    assert!(has(&f, "template-injection", "high", "greet"), "{f:?}");
     assert!(
         !f.iter().any(|(_, _, t)| t == "safe_calc"),
         "the safe calculator: {f:?}"
     );
 }
 
-/// Issue #34: a tool that asks the cloud metadata service for the host's credentials, and one
-/// that probes ports; each ending HIGH, named by the tool.
+/// Issue #34: a tool that asks the cloud metadata service for the host's credentials (a shape:
+/// cloud SDKs' credential chains ask it too), one that sweeps a /24 (HIGH) and one that probes
+/// the sandbox's own loopback (low: developer tools look for dev servers so); each named by its
+/// tool.
 #[test]
 pub fn metadata_requests_and_scans_are_judged_by_intent() {
     let f = findings("prober.py", &["--no-payloads"]);
-    assert!(has(&f, "cloud-metadata", "high", "weather"), "{f:?}");
+    assert!(has(&f, "cloud-metadata", "medium", "weather"), "{f:?}");
     assert!(has(&f, "network-scan", "high", "status"), "{f:?}");
     // Ports of the sandbox's own loopback: how developer tools find local dev servers.
     assert!(has(&f, "loopback-probe", "low", "ports"), "{f:?}");
