@@ -773,6 +773,11 @@ where
     ctx.session.tools = tools.clone();
 
     let nonce = nonce();
+    // The code-injection payloads go in a second pass, after every tool's benign call and
+    // other payloads: they are many, and on a busy server the events they cause must not push
+    // the earlier calls' evidence past the tracer's cap (measured on desktop-commander).
+    let mut later: Vec<(String, Value, (String, Payload))> = Vec::new();
+    let mut tarpits: Vec<String> = Vec::new();
     'tools: for t in &tools {
         let name = t["name"].as_str().unwrap_or("?").to_owned();
         let schema = t.get("inputSchema").cloned().unwrap_or(json!({}));
@@ -784,13 +789,18 @@ where
                 for p in payloads::for_param(&nonce) {
                     let mut a = benign.clone();
                     a.insert(param.clone(), json!(p.value));
-                    plan.push((Value::Object(a), Some((param.clone(), p))));
+                    if p.kind == payloads::Kind::CodeInjection {
+                        later.push((name.clone(), Value::Object(a), (param.clone(), p)));
+                    } else {
+                        plan.push((Value::Object(a), Some((param.clone(), p))));
+                    }
                 }
             }
         }
         for (i, (arguments, payload)) in plan.into_iter().enumerate() {
             if ctx.left().is_zero() {
                 ctx.session.aborted = Some("the time budget ran out".into());
+                later.clear();
                 break 'tools;
             }
             let outcome = call(
@@ -804,6 +814,7 @@ where
             .await?;
             if outcome.timed_out {
                 // A tarpit: its remaining calls are skipped.
+                tarpits.push(name);
                 continue 'tools;
             }
             // The benign call, again and again: does the tool change after some calls?
@@ -817,6 +828,19 @@ where
                 };
                 repeat::repeat(ctx, &client, &first, &nonce).await?;
             }
+        }
+    }
+    for (name, arguments, payload) in later {
+        if tarpits.contains(&name) {
+            continue;
+        }
+        if ctx.left().is_zero() {
+            ctx.session.aborted = Some("the time budget ran out".into());
+            break;
+        }
+        let outcome = call(ctx, &client, &name, arguments, Some(&payload), &nonce).await?;
+        if outcome.timed_out {
+            tarpits.push(name);
         }
     }
     tracing::debug!("calls done");
