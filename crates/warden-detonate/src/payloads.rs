@@ -182,22 +182,8 @@ fn code(nonce: &str) -> Vec<Payload> {
 
 /// Standard base64 with padding.
 fn base64(bytes: &[u8]) -> String {
-    const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let n = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |n, (i, &b)| n | u32::from(b) << (16 - 8 * i));
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(char::from(ABC[(n >> (18 - 6 * i) & 63) as usize]));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
 /// Whether `text` holds `number` as a whole number (no digit on either side).
@@ -224,15 +210,22 @@ const SQL_ERRORS: &[&str] = &[
     "SQLSTATE",
 ];
 
+/// The argv of a `process.spawn` event (empty for any other event).
+fn argv(e: &Event) -> Vec<&str> {
+    if e.kind != EventKind::ProcessSpawn {
+        return Vec::new();
+    }
+    e.data["argv"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}
+
 fn spawned_with<'a>(events: &[&'a Event], needle: &str) -> Option<&'a Event> {
-    events.iter().copied().find(|e| {
-        e.kind == EventKind::ProcessSpawn
-            && e.data["argv"].as_array().is_some_and(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .any(|s| s.contains(needle))
-            })
-    })
+    events
+        .iter()
+        .copied()
+        .find(|e| argv(e).iter().any(|s| s.contains(needle)))
 }
 
 /// Whether `payload` worked, judged from the tool's output text and the events of its call's
@@ -257,15 +250,11 @@ pub fn detect(
                 return events
                     .iter()
                     .find(|e| {
-                        let argv: Vec<&str> = e.data["argv"]
-                            .as_array()
-                            .map(|a| a.iter().filter_map(Value::as_str).collect())
-                            .unwrap_or_default();
-                        e.kind == EventKind::ProcessSpawn
-                            && (argv.last() == Some(&script.as_str()) && argv.contains(&"-c")
-                                || argv.len() == 2
-                                    && argv[0].rsplit('/').next() == Some("true")
-                                    && argv[1] == marker)
+                        let argv = argv(e);
+                        argv.last() == Some(&script.as_str()) && argv.contains(&"-c")
+                            || argv.len() == 2
+                                && argv[0].rsplit('/').next() == Some("true")
+                                && argv[1] == marker
                     })
                     .map(|e| {
                         format!(
@@ -294,16 +283,11 @@ pub fn detect(
             spawned_with(events, &executed)
                 .or_else(|| {
                     events.iter().copied().find(|e| {
-                        let argv: Vec<&str> = e.data["argv"]
-                            .as_array()
-                            .map(|a| a.iter().filter_map(Value::as_str).collect())
-                            .unwrap_or_default();
-                        e.kind == EventKind::ProcessSpawn
-                            && argv.first().is_some_and(|p| {
-                                ["sh", "bash", "dash", "zsh", "ash", "ksh"]
-                                    .contains(&p.rsplit('/').next().unwrap_or(p))
-                            })
-                            && argv.contains(&"-c")
+                        let argv = argv(e);
+                        argv.first().is_some_and(|p| {
+                            ["sh", "bash", "dash", "zsh", "ash", "ksh"]
+                                .contains(&p.rsplit('/').next().unwrap_or(p))
+                        }) && argv.contains(&"-c")
                             && argv.iter().any(|a| a.contains(nonce))
                     })
                 })

@@ -940,6 +940,15 @@ fn read_control(t: &mut Tracing, fd: BorrowedFd<'_>) -> bool {
     open
 }
 
+/// `sandbox.limit_hit`, in the window open now.
+fn record_limit(hub: &Hub, kind: LimitKind) {
+    hub.record(
+        warden_events::EventKind::SandboxLimitHit,
+        None,
+        serde_json::json!({ "limit": kind }),
+    );
+}
+
 /// Poll until the init exits; returns why we stopped it, if we did.
 fn watch(
     r: &mut Running,
@@ -970,11 +979,7 @@ fn watch(
                 // Now, in the window of the call that hit it: at the end, the caller may have
                 // moved on.
                 if let Some(t) = &r.tracing {
-                    t.hub.record(
-                        warden_events::EventKind::SandboxLimitHit,
-                        None,
-                        serde_json::json!({ "limit": kind }),
-                    );
+                    record_limit(&t.hub, kind);
                     r.limit_noted = true;
                 }
             }
@@ -1195,11 +1200,7 @@ fn finish(
         Some((hub, capture)) => {
             use warden_events::EventKind;
             if let Some(kind) = limit_hit.filter(|_| !r.limit_noted) {
-                hub.record(
-                    EventKind::SandboxLimitHit,
-                    None,
-                    serde_json::json!({ "limit": kind }),
-                );
+                record_limit(&hub, kind);
             }
             let data = serde_json::json!({
                 "exit_code": exit_code,

@@ -800,7 +800,6 @@ where
         for (i, (arguments, payload)) in plan.into_iter().enumerate() {
             if ctx.left().is_zero() {
                 ctx.session.aborted = Some("the time budget ran out".into());
-                later.clear();
                 break 'tools;
             }
             let outcome = call(

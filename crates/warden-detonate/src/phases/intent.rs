@@ -62,10 +62,11 @@ fn canonical(address: &str) -> String {
         .map_or_else(|_| address.to_owned(), |ip| ip.to_canonical().to_string())
 }
 
+/// `address` is in [`canonical`] form, as the table's entries are written.
 fn metadata_address(address: &str) -> Option<&'static str> {
     METADATA_ADDRESSES
         .iter()
-        .find(|(a, _)| canonical(a) == address)
+        .find(|(a, _)| *a == address)
         .map(|(_, whose)| *whose)
 }
 
@@ -142,35 +143,32 @@ pub fn mark(events: &mut [Event]) {
         let Some(port) = e.data["port"].as_u64() else {
             continue;
         };
-        let mut scan = None;
-        if !is_loopback(&target) && !answered.contains(&target) {
-            let set = chosen.entry(window.clone()).or_default();
-            if set.insert(target.clone()) && set.len() == SCAN_ADDRESSES {
-                scan = Some(format!(
-                    "{SCAN_ADDRESSES} addresses of its own choosing in one call"
+        let loopback = is_loopback(&target);
+        // (key, what): a port scan first, so an address sweep crossing its threshold on the
+        // same connection is the `scan` told.
+        let mut marks = Vec::new();
+        // Its own listeners are exempt on loopback only (listening on 22 does not make a sweep
+        // of other hosts' port 22 its own).
+        if !(loopback && listening.contains(&port)) {
+            let set = ports.entry((window.clone(), target.clone())).or_default();
+            if set.insert(port) && set.len() == SCAN_PORTS {
+                let key = if loopback { "loopback_probe" } else { "scan" };
+                marks.push((key, format!("{SCAN_PORTS} ports of {target} in one call")));
+            }
+        }
+        if !loopback && !answered.contains(&target) {
+            let set = chosen.entry(window).or_default();
+            if set.insert(target) && set.len() == SCAN_ADDRESSES {
+                marks.push((
+                    "scan",
+                    format!("{SCAN_ADDRESSES} addresses of its own choosing in one call"),
                 ));
             }
         }
-        // Its own listeners are exempt on loopback only (listening on 22 does not make a sweep
-        // of other hosts' port 22 its own).
-        if !(is_loopback(&target) && listening.contains(&port)) {
-            let set = ports.entry((window, target.clone())).or_default();
-            if set.insert(port) && set.len() == SCAN_PORTS {
-                let what = format!("{SCAN_PORTS} ports of {target} in one call");
-                let key = if is_loopback(&target) {
-                    "loopback_probe"
-                } else {
-                    "scan"
-                };
-                if let Some(data) = e.data.as_object_mut() {
-                    data.insert(key.into(), json!(what));
-                }
+        if let Some(data) = e.data.as_object_mut() {
+            for (key, what) in marks {
+                data.insert(key.into(), json!(what));
             }
-        }
-        if let Some(scan) = scan
-            && let Some(data) = e.data.as_object_mut()
-        {
-            data.insert("scan".into(), json!(scan));
         }
     }
 }
