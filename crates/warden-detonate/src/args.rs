@@ -18,15 +18,26 @@ const MAX_PATTERN: usize = 256;
 
 thread_local! {
     static BUDGET: std::cell::Cell<usize> = const { std::cell::Cell::new(MAX_NODES) };
+    static MARKER: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
 }
 
 /// Arguments for a tool whose input schema is `schema`.
 pub fn benign(schema: &Value) -> Map<String, Value> {
+    benign_for_user(schema, None)
+}
+
+/// Like [`benign`], the free text in them (a string with no format, pattern or telling name,
+/// where `test` would go) being `marker`: the argument canary, so that what the user gave a
+/// tool can be followed wherever it goes.
+pub fn benign_for_user(schema: &Value, marker: Option<&str>) -> Map<String, Value> {
     BUDGET.with(|b| b.set(MAX_NODES));
-    match value_for(schema, "", 0) {
+    MARKER.with(|m| *m.borrow_mut() = marker.map(str::to_owned));
+    let out = match value_for(schema, "", 0) {
         Value::Object(m) => m,
         _ => Map::new(),
-    }
+    };
+    MARKER.with(|m| *m.borrow_mut() = None);
+    out
 }
 
 fn first_type(schema: &Value) -> Option<String> {
@@ -202,7 +213,12 @@ fn string(schema: &Value, name: &str) -> String {
         "ipv4" => "127.0.0.1".to_owned(),
         "ipv6" => "::1".to_owned(),
         "hostname" | "idn-hostname" => "example.test".to_owned(),
-        _ => by_name(name).unwrap_or("test").to_owned(),
+        _ => match by_name(name) {
+            Some(s) => s.to_owned(),
+            None => MARKER
+                .with(|m| m.borrow().clone())
+                .unwrap_or_else(|| "test".to_owned()),
+        },
     };
     if let Some(p) = schema
         .get("pattern")
@@ -299,6 +315,31 @@ mod tests {
             string_params(&schema),
             vec!["code", "optional", "timezone", "url", "when", "withdefault"]
         );
+    }
+
+    #[test]
+    fn the_users_free_text_carries_the_marker() {
+        let schema = json!({
+            "type": "object",
+            "required": ["note", "url", "short", "digits", "pick"],
+            "properties": {
+                "note": {"type": "string"},
+                "url": {"type": "string"},
+                "short": {"type": "string", "maxLength": 4},
+                "digits": {"type": "string", "pattern": "^[0-9]+$"},
+                "pick": {"enum": ["a", "b"]}
+            }
+        });
+        let a = benign_for_user(&schema, Some("Q7x2Lm9PzR4tVb8NcK3w"));
+        assert_eq!(a["note"], "Q7x2Lm9PzR4tVb8NcK3w");
+        assert_eq!(a["url"], "https://example.test/");
+        assert_eq!(a["short"], "Q7x2", "cut to the schema's length");
+        assert_eq!(
+            a["digits"], "1",
+            "a pattern the marker fails gets a value that fits"
+        );
+        assert_eq!(a["pick"], "a");
+        assert_eq!(benign(&schema)["note"], "test", "no marker afterwards");
     }
 
     #[test]

@@ -14,6 +14,7 @@
 
 pub mod args;
 pub mod content;
+pub mod exhaustion;
 pub mod fetch;
 pub mod harness;
 pub mod html;
@@ -135,6 +136,14 @@ pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_ru
     phases::decoys::label(&mut observed.events);
     phases::audience::mark(&mut observed.events);
     phases::intent::mark(&mut observed.events);
+    exhaustion::mark_limits(&mut observed.events);
+    let shown = phases::userdata::Shown::new(
+        &observed.session.tools,
+        observed.session.server_name.as_deref(),
+        observed.session.instructions.as_deref(),
+        &configuration(options, &start.resolved),
+    );
+    phases::userdata::mark(&mut observed.events, &observed.session.windows, &shown);
     phases::explain::explain(&mut observed.events, &observed.session.windows);
     let inconclusive =
         phases::verdict::happened(start.blocked.as_ref(), &observed.session, &observed.events);
@@ -188,6 +197,15 @@ pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_ru
         location: start.resolved.location.clone(),
     };
     Ok((report, rules))
+}
+
+/// What the user configured the server with, as text: the target as given, its command line
+/// and environment.
+fn configuration(options: &Options, resolved: &target::Resolved) -> Vec<String> {
+    let mut out = vec![resolved.display.clone(), resolved.argv.join(" ")];
+    out.extend(options.command.iter().cloned());
+    out.extend(options.env.iter().map(|(k, v)| format!("{k}={v}")));
+    out
 }
 
 /// The report's `tools`: each as listed, its description hashed (and kept, capped).

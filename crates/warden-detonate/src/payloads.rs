@@ -23,6 +23,8 @@ pub enum Kind {
     SqlInjection,
     /// Expressions for evaluators, template engines and deserializers.
     CodeInjection,
+    /// Boundary values and sizes that make a tool exhaust its host ([`crate::exhaustion`]).
+    Exhaustion,
 }
 
 impl Kind {
@@ -34,6 +36,7 @@ impl Kind {
             Kind::Ssrf => "ssrf",
             Kind::SqlInjection => "sql_injection",
             Kind::CodeInjection => "code_injection",
+            Kind::Exhaustion => "exhaustion",
         }
     }
 }
@@ -85,8 +88,30 @@ pub fn by_design(kind: Kind, param: &str) -> bool {
 pub struct Payload {
     /// Its kind.
     pub kind: Kind,
-    /// The argument value.
+    /// The argument value (for [`Kind::Exhaustion`], as JSON text: numbers and lists too).
     pub value: String,
+}
+
+impl Payload {
+    /// The argument as it is sent.
+    pub fn argument(&self) -> Value {
+        match self.kind {
+            Kind::Exhaustion => {
+                serde_json::from_str(&self.value).unwrap_or(Value::String(self.value.clone()))
+            }
+            _ => Value::String(self.value.clone()),
+        }
+    }
+
+    /// The payload as events and reports show it: whole up to 256 bytes, else its start and
+    /// its size.
+    pub fn shown(&self) -> String {
+        if self.value.len() <= 256 {
+            return self.value.clone();
+        }
+        let start: String = self.value.chars().take(64).collect();
+        format!("{start}… ({} bytes)", self.value.len())
+    }
 }
 
 /// The payloads for one string parameter.
@@ -373,6 +398,8 @@ pub fn detect(
                 )
             })
         }
+        // Judged by what the call cost, not by what it said: [`crate::exhaustion::judge`].
+        Kind::Exhaustion => None,
     }
 }
 

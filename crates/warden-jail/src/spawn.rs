@@ -503,6 +503,8 @@ struct LinkState {
     answered: u64,
     /// The id an answer to a record carried.
     last_record: Option<u64>,
+    /// The run's CPU time when the latest answer was sent (when its cgroup counts it).
+    cpu_ms: Option<u64>,
     canaries: Vec<warden_trace::Canary>,
     closed: bool,
 }
@@ -614,6 +616,13 @@ impl TraceLink {
             .map_err(|_| JailError::Protocol("the run is over"))
     }
 
+    /// The run's CPU time in milliseconds as of the latest answer (a window opened or closed,
+    /// an event recorded with its id), when the run's cgroup counts it: the difference over a
+    /// window is what the tree used in it.
+    pub fn cpu_ms(&self) -> Option<u64> {
+        self.lock().cpu_ms
+    }
+
     /// The events received so far.
     pub fn events(&self) -> Vec<warden_events::Event> {
         self.lock().events.clone()
@@ -682,6 +691,7 @@ fn read_link(
                 if let Some(seq) = v.get("seq").and_then(serde_json::Value::as_u64) {
                     s.answered = s.answered.max(seq);
                     s.last_record = v.get("recorded").and_then(serde_json::Value::as_u64);
+                    s.cpu_ms = v.get("cpu_ms").and_then(serde_json::Value::as_u64);
                 }
             } else if let Ok(e) = serde_json::from_value::<warden_events::Event>(v) {
                 if e.kind == warden_events::EventKind::SandboxStarted

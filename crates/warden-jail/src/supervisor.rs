@@ -346,7 +346,7 @@ fn announce(hub: &Hub, argv: &[String], policy: &Policy) {
     });
     hub.record(warden_events::EventKind::SandboxStarted, None, data);
     if let Some(w) = &policy.initial_window {
-        hub.set_window(Some(w.clone()), None);
+        hub.set_window(Some(w.clone()), None, None);
     }
 }
 
@@ -886,7 +886,7 @@ const MAX_CONTROL_LINE: usize = 1 << 20;
 
 /// Apply the complete lines the caller wrote on the control channel (windows, and events to
 /// record); false once it is closed.
-fn read_control(t: &mut Tracing, fd: BorrowedFd<'_>) -> bool {
+fn read_control(t: &mut Tracing, fd: BorrowedFd<'_>, cpu_ms: Option<u64>) -> bool {
     let mut buf = [0u8; 4096];
     let open = match nix::unistd::read(fd, &mut buf) {
         Ok(0) => false,
@@ -906,7 +906,7 @@ fn read_control(t: &mut Tracing, fd: BorrowedFd<'_>) -> bool {
                     net.sync_capture();
                 }
                 let name = v["window"].as_str().map(str::to_owned);
-                t.hub.set_window(name, v["seq"].as_u64());
+                t.hub.set_window(name, v["seq"].as_u64(), cpu_ms);
             }
             // The caller's own observations (the detonation harness's protocol events) join
             // the same numbered, windowed sequence; the id comes back on the sink.
@@ -924,11 +924,11 @@ fn read_control(t: &mut Tracing, fd: BorrowedFd<'_>) -> bool {
                         None => v["fallback"].as_str().unwrap_or(prefix).to_owned(),
                     };
                     t.hub
-                        .set_window(Some(name.chars().take(200).collect()), None);
+                        .set_window(Some(name.chars().take(200).collect()), None, None);
                 }
                 if v["quiet"] != true {
                     t.hub
-                        .announce(&serde_json::json!({ "recorded": id, "seq": v["seq"].as_u64() }));
+                        .announce(&serde_json::json!({ "recorded": id, "seq": v["seq"].as_u64(), "cpu_ms": cpu_ms }));
                 }
             }
             _ => tracing::debug!("ignoring a malformed control line"),
@@ -1038,9 +1038,14 @@ fn watch(
         if let Some(t) = &r.tracing {
             t.hub.flush();
         }
+        // The CPU time so far goes back with every answer: what each call cost.
+        let cpu_ms = ctl_r
+            .then(|| r.cgroup.counters().cpu_ns)
+            .flatten()
+            .map(|ns| ns / 1_000_000);
         if ctl_r
             && let (Some(t), Some(fd)) = (r.tracing.as_mut(), control)
-            && !read_control(t, fd)
+            && !read_control(t, fd, cpu_ms)
         {
             control = None;
         }

@@ -227,6 +227,18 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../rules/network-scan.yaml"),
     ),
     (
+        "user-data-undisclosed.yaml",
+        include_str!("../rules/user-data-undisclosed.yaml"),
+    ),
+    (
+        "user-data-disclosed.yaml",
+        include_str!("../rules/user-data-disclosed.yaml"),
+    ),
+    (
+        "user-data-kept.yaml",
+        include_str!("../rules/user-data-kept.yaml"),
+    ),
+    (
         "loopback-probe.yaml",
         include_str!("../rules/loopback-probe.yaml"),
     ),
@@ -235,6 +247,11 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../rules/path-traversal.yaml"),
     ),
     ("ssrf.yaml", include_str!("../rules/ssrf.yaml")),
+    (
+        "resource-exhaustion.yaml",
+        include_str!("../rules/resource-exhaustion.yaml"),
+    ),
+    ("cpu-burn.yaml", include_str!("../rules/cpu-burn.yaml")),
     (
         "resource-abuse.yaml",
         include_str!("../rules/resource-abuse.yaml"),

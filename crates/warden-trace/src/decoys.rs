@@ -10,6 +10,15 @@ use crate::canary::{ALNUM, Canaries, Canary, random_string};
 /// Upper-case letters and digits 2–7 (the alphabet of AWS access key ids).
 const UPPER32: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
 
+/// The planted name of the argument canary: the marker in the text the harness gives tools as
+/// the user's (not a secret; found leaving, it is the user's data that left).
+pub const ARGUMENT: &str = "arg:user";
+
+/// Whether a planted name is an argument canary rather than a secret.
+pub fn is_argument(planted: &str) -> bool {
+    planted.starts_with("arg:")
+}
+
 /// One decoy file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DecoyFile {
@@ -102,6 +111,9 @@ impl Decoys {
         })
         .collect();
 
+        // Not a secret: the marker the harness puts in the user's text it sends to tools, so
+        // that the user's own data is followed out like a secret is.
+        plant(ARGUMENT, random_string(ALNUM, 20));
         let ssh_marker = plant("file:~/.ssh/id_rsa", random_string(ALNUM, 32));
         let aws_id = plant("file:~/.aws/credentials#id", aws_key_id());
         let aws_secret = plant("file:~/.aws/credentials", random_string(ALNUM, 40));

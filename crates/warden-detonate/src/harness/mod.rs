@@ -90,6 +90,13 @@ pub struct Session {
     /// Tools whose metadata carries hidden or manipulative instructions (full mode gives the
     /// model a task that makes them fire).
     pub poisoned: Vec<String>,
+    /// A call burned the CPU to its timeout and no call has been answered since: the server
+    /// may still be spinning on it, so a later call's burn is not its own.
+    pub spinning: bool,
+    /// The server's `instructions` from `initialize`, as given.
+    pub instructions: Option<String>,
+    /// The server's name from `initialize`.
+    pub server_name: Option<String>,
     /// The end of what the model has read so far (the tool results in order), so a secret
     /// handed out in pieces over several results is whole again; and the most direct form of
     /// each canary found in it.
@@ -158,6 +165,17 @@ pub fn sha256(text: &str) -> String {
     d.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The planted secrets the harness looks for in what the model reads: every canary but the
+/// argument canary (the user's own text, which a tool may rightly give back).
+fn secrets_of(planted: Vec<warden_trace::Canary>) -> warden_trace::Canaries {
+    warden_trace::Canaries::new(
+        planted
+            .into_iter()
+            .filter(|c| !warden_trace::is_argument(&c.planted))
+            .collect(),
+    )
+}
+
 fn nonce() -> String {
     warden_trace::canary::random_string(b"abcdefghijklmnopqrstuvwxyz0123456789", 12)
 }
@@ -168,6 +186,8 @@ struct Ctx<'a> {
     deadline: Instant,
     session: Session,
     canaries: warden_trace::Canaries,
+    /// The argument canary: put in the user's text the harness gives tools.
+    marker: Option<String>,
     /// The kind of the calls being made when they are not the harness's own benign ones
     /// (`repeat`, `llm`): they are not counted as benign calls.
     kind: Option<&'static str>,
@@ -377,7 +397,8 @@ pub fn run(
         settings,
         deadline: Instant::now() + settings.budget,
         session: Session::default(),
-        canaries: warden_trace::Canaries::new(link.canaries()),
+        canaries: secrets_of(link.canaries()),
+        marker: None,
         kind: None,
         answered: Arc::new(AtomicBool::new(false)),
     };
@@ -670,8 +691,18 @@ where
         .peer_info()
         .is_some_and(|i| i.capabilities.tools.is_some());
     // The canaries are the trace's first line, long since arrived.
-    ctx.canaries = warden_trace::Canaries::new(ctx.link.canaries());
+    let planted = ctx.link.canaries();
+    ctx.marker = planted
+        .iter()
+        .find(|c| c.planted == warden_trace::decoys::ARGUMENT)
+        .map(|c| c.value.clone());
+    ctx.canaries = secrets_of(planted);
     let info = client.peer_info();
+    ctx.session.instructions = info.as_ref().and_then(|i| i.instructions.clone());
+    ctx.session.server_name = info
+        .as_ref()
+        .and_then(|i| i.server_info.as_ref())
+        .map(|s| s.name.clone());
     ctx.record(
         EventKind::McpInitialize,
         json!({
@@ -777,24 +808,31 @@ where
     // other payloads: they are many, and on a busy server the events they cause must not push
     // the earlier calls' evidence past the tracer's cap (measured on desktop-commander).
     let mut later: Vec<(String, Value, (String, Payload))> = Vec::new();
+    // Exhaustion last of all: a limit it provokes ends the run.
+    let mut exhaust: Vec<(String, Value, (String, Payload))> = Vec::new();
     let mut tarpits: Vec<String> = Vec::new();
     'tools: for t in &tools {
         let name = t["name"].as_str().unwrap_or("?").to_owned();
         let schema = t.get("inputSchema").cloned().unwrap_or(json!({}));
-        let benign = args::benign(&schema);
+        let benign = args::benign_for_user(&schema, ctx.marker.as_deref());
         let mut plan: Vec<(Value, Option<(String, Payload)>)> =
             vec![(Value::Object(benign.clone()), None)];
         if ctx.settings.adversarial {
             for param in args::string_params(&schema) {
                 for p in payloads::for_param(&nonce) {
                     let mut a = benign.clone();
-                    a.insert(param.clone(), json!(p.value));
+                    a.insert(param.clone(), p.argument());
                     if p.kind == payloads::Kind::CodeInjection {
                         later.push((name.clone(), Value::Object(a), (param.clone(), p)));
                     } else {
                         plan.push((Value::Object(a), Some((param.clone(), p))));
                     }
                 }
+            }
+            for (param, p) in crate::exhaustion::plan(&schema, &benign) {
+                let mut a = benign.clone();
+                a.insert(param.clone(), p.argument());
+                exhaust.push((name.clone(), Value::Object(a), (param, p)));
             }
         }
         for (i, (arguments, payload)) in plan.into_iter().enumerate() {
@@ -829,7 +867,7 @@ where
             }
         }
     }
-    for (name, arguments, payload) in later {
+    for (name, arguments, payload) in later.into_iter().chain(exhaust) {
         if tarpits.contains(&name) {
             continue;
         }
@@ -1117,6 +1155,27 @@ fn inspect(
     );
 }
 
+/// The sandbox limits recorded outside any window after the event `id`: a server killed at a
+/// limit ends its call before the sandbox has recorded it. Unless the call ended in an answer
+/// or a timeout (`settled`), the sandbox gets a second to record it.
+async fn limits_after(ctx: &Ctx<'_>, id: u64, settled: bool) -> Vec<Event> {
+    let find = || -> Vec<Event> {
+        ctx.link
+            .events_after(id)
+            .into_iter()
+            .filter(|e| e.kind == EventKind::SandboxLimitHit && e.triggered_by.is_none())
+            .collect()
+    };
+    let until = Instant::now() + Duration::from_secs(1);
+    loop {
+        let found = find();
+        if settled || !found.is_empty() || Instant::now() >= until {
+            return found;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// One tool call in its own window.
 async fn call(
     ctx: &mut Ctx<'_>,
@@ -1155,6 +1214,7 @@ async fn call(
         &fallback,
     )?;
     let window = id.map_or(fallback, |id| format!("tool_call:{id}"));
+    let cpu_open = ctx.link.cpu_ms();
     ctx.session.windows.insert(window.clone(), tool.to_owned());
     let mut params = CallToolRequestParams::new(tool.to_owned());
     params.arguments = arguments.as_object().cloned();
@@ -1163,6 +1223,12 @@ async fn call(
     let result = tokio::time::timeout(limit, client.call_tool(params)).await;
     let elapsed = ms(started);
     ctx.link.window(None)?;
+    // What the server's processes spent on the CPU in the call's window.
+    let cpu_ms = ctx
+        .link
+        .cpu_ms()
+        .zip(cpu_open)
+        .map(|(close, open)| close.saturating_sub(open));
     ctx.session.calls += 1;
     // The tool ran: the server answered with a result (an error result too), or with a
     // JSON-RPC error after doing something in the call's window (below). A bare JSON-RPC error
@@ -1179,6 +1245,9 @@ async fn call(
         Ok(Err(e)) => (String::new(), true, false, Some(e.to_string())),
         Err(_) => (String::new(), true, true, None),
     };
+    // Burned: ran to its timeout on the CPU, unless an earlier call left the server spinning.
+    let burned = !ctx.session.spinning && crate::exhaustion::burned(timed_out, elapsed, cpu_ms);
+    ctx.session.spinning = burned || (ctx.session.spinning && !answered);
     // An error message is kept in the timing event: with its credentials redacted.
     let kept_error = error.as_deref().map(kept);
 
@@ -1205,7 +1274,8 @@ async fn call(
         json!({
             "phase": "tool_call", "tool": tool, "call": id, "ms": elapsed, "is_error": is_error,
             "timed_out": timed_out, "timeout_ms": limit.as_millis(), "output_bytes": output.len(),
-            "error": kept_error, "invalid_arguments": invalid,
+            "error": kept_error, "invalid_arguments": invalid, "cpu_ms": cpu_ms,
+            "burned": burned.then_some(true), "payload": payload.map(|(_, p)| p.kind.name()),
         }),
     );
     // Secrets handed back to the client.
@@ -1243,20 +1313,28 @@ async fn call(
         }
         let benign = ctx.session.benign_outputs.get(tool).map(String::as_str);
         let control = ctx.session.sql_controls.get(&key).map(String::as_str);
-        let evidence = payloads::detect(
-            p,
-            nonce,
-            &output,
-            &in_window,
-            !hits.is_empty(),
-            benign,
-            control,
-        );
+        let evidence = if p.kind == payloads::Kind::Exhaustion {
+            let mut seen = in_window;
+            let limits = limits_after(ctx, id.unwrap_or(0), timed_out || answered).await;
+            seen.extend(limits.iter());
+            crate::exhaustion::judge(&seen, burned, elapsed, cpu_ms)
+        } else {
+            payloads::detect(
+                p,
+                nonce,
+                &output,
+                &in_window,
+                !hits.is_empty(),
+                benign,
+                control,
+            )
+        };
         ctx.record(
             EventKind::HarnessPayload,
             json!({
-                "tool": tool, "param": param, "kind": p.kind.name(), "payload": p.value, "call": id,
+                "tool": tool, "param": param, "kind": p.kind.name(), "payload": p.shown(), "call": id,
                 "detected": evidence.is_some(), "evidence": evidence,
+                "exhaustion": (p.kind == payloads::Kind::Exhaustion && evidence.is_some()).then_some(true),
                 "by_design": payloads::by_design(p.kind, param).then_some(true),
                 "family": payloads::family(p),
             }),

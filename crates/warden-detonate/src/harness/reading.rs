@@ -67,7 +67,7 @@ pub(super) async fn read_all(ctx: &mut Ctx<'_>, client: &Client, resources: &[Va
                                                "description": a.description.clone().unwrap_or_default() } },
                     "required": [&a.name],
                 });
-                arguments.extend(crate::args::benign(&schema));
+                arguments.extend(crate::args::benign_for_user(&schema, ctx.marker.as_deref()));
             }
             get_prompt(ctx, client, &p.name, arguments).await;
         }

@@ -82,6 +82,10 @@ fn to(data: &Value, by_id: &HashMap<u64, &Value>) -> Option<String> {
             })
         }
         "file" => Some(format!("the file {}", s("path")?)),
+        "argv" => Some(format!(
+            "the command line of {}",
+            s("path").unwrap_or_else(|| "a program".into())
+        )),
         "tool_result" | "output" => Some("a tool's result".into()),
         "error" => Some("an error message".into()),
         "resource" => Some("a resource's content".into()),

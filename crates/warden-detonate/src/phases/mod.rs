@@ -3,8 +3,8 @@
 //! which touches the install, the start's policy and the events),
 //! [`install`] (its install lifecycle in the sandbox), [`scan`] (what the source and the
 //! install left are made of: components, known vulnerabilities), [`start`] (the start command and the
-//! policy it runs under), [`session`] (the harness against the running server), [`decoys`], [`audience`], [`intent`] and [`explain`] (decoy identity, credentials used on their own service,
-//! metadata requests and scans, and where and when a secret went, on the events) and [`verdict`] (rules, score, and whether the run happened at all). Each phase is a function
+//! policy it runs under), [`session`] (the harness against the running server), [`decoys`], [`audience`], [`intent`], [`userdata`] and [`explain`] (decoy identity, credentials used on their own service,
+//! metadata requests and scans, where the user's own text went, and where and when a secret went, on the events) and [`verdict`] (rules, score, and whether the run happened at all). Each phase is a function
 //! with its own result type; a phase that could not do its work says so in that result (an
 //! [`verdict::Inconclusive`]) and the later phases decide what it means, so a detonation that
 //! did not happen is a result, never a silent pass.
@@ -19,6 +19,7 @@ pub mod scan;
 pub mod session;
 pub mod source;
 pub mod start;
+pub mod userdata;
 pub mod verdict;
 
 use warden_jail::Policy;

@@ -147,7 +147,11 @@ pub fn happened(
                 }
             }
     });
-    let exercised = session.exercised > 0 || limit_in_a_call;
+    // A call that ran to its timeout burning the CPU did reach the server too.
+    let burned_a_call = events.iter().any(|e| {
+        e.kind == EventKind::McpTiming && e.data["phase"] == "tool_call" && e.data["burned"] == true
+    });
+    let exercised = session.exercised > 0 || limit_in_a_call || burned_a_call;
     let stopped = stopped.or_else(|| match session.listed {
         None => Some(Inconclusive::new(Stage::ToolsList, aborted.clone())),
         Some(0) => Some(Inconclusive::new(

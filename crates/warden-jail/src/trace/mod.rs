@@ -333,9 +333,10 @@ impl Hub {
 
     /// Open the window `name` (or close the open one with `None`), then tell the sink, whose
     /// reader learns that every later event belongs to the new window (its name cut to 200
-    /// characters); `seq` is the caller's
-    /// request number, carried back in the acknowledgement.
-    pub fn set_window(&self, name: Option<String>, seq: Option<u64>) {
+    /// characters); `seq` is the caller's request number, carried back in the acknowledgement
+    /// with `cpu_ms`, the CPU time the run has used so far (when its cgroup counts it), so the
+    /// caller can tell what each window cost.
+    pub fn set_window(&self, name: Option<String>, seq: Option<u64>, cpu_ms: Option<u64>) {
         // Names come from the caller: 200 characters at most.
         let name: Option<String> = name.map(|n| n.chars().take(200).collect());
         let mut s = self.lock();
@@ -344,7 +345,10 @@ impl Hub {
             None => s.recorder.close(),
         }
         if let Some(sink) = s.sink.as_mut() {
-            let _ = serde_json::to_writer(&mut *sink, &json!({ "ack": name, "seq": seq }));
+            let _ = serde_json::to_writer(
+                &mut *sink,
+                &json!({ "ack": name, "seq": seq, "cpu_ms": cpu_ms }),
+            );
             let _ = sink.write_all(b"\n");
             let _ = sink.flush();
         }
@@ -460,6 +464,11 @@ impl StreamScan {
         let mut window = std::mem::take(&mut self.tail);
         window.extend_from_slice(chunk);
         for hit in c.find(&window) {
+            // The user's text given back in the server's answers is not a leak: the argument
+            // canary is followed where it leaves, not to the caller.
+            if warden_trace::is_argument(&hit.planted) {
+                continue;
+            }
             if self.reported.insert((hit.planted.clone(), hit.encoding)) {
                 let data = json!({
                     "planted": hit.planted,
@@ -486,8 +495,8 @@ mod tests {
     #[test]
     fn an_event_recorded_in_an_earlier_window_leaves_the_open_one_open() {
         let hub = Hub::new(100, None, None);
-        hub.set_window(Some("tool_call:1".into()), None);
-        hub.set_window(Some("tool_call:2".into()), None);
+        hub.set_window(Some("tool_call:1".into()), None, None);
+        hub.set_window(Some("tool_call:2".into()), None, None);
         hub.record_in(
             Some("tool_call:1".into()),
             EventKind::TlsRefused,
@@ -503,7 +512,7 @@ mod tests {
     #[test]
     fn repeats_are_kept_once_and_counted() {
         let hub = Hub::new(100, None, None);
-        hub.set_window(Some("tool_call:1".into()), None);
+        hub.set_window(Some("tool_call:1".into()), None, None);
         let a = hub.record(
             EventKind::FileOpen,
             Some(7),
@@ -550,7 +559,7 @@ mod tests {
             u1
         );
         // The next call: its own reads are its own, a system library is not read anew.
-        hub.set_window(Some("tool_call:2".into()), None);
+        hub.set_window(Some("tool_call:2".into()), None, None);
         let d = hub.record(
             EventKind::FileOpen,
             Some(7),
@@ -567,7 +576,7 @@ mod tests {
         );
         // An install's thousands of files in a package folder: one event per folder, window,
         // process and kind; another folder, a climbing path or the home is its own event.
-        hub.set_window(Some("install".into()), None);
+        hub.set_window(Some("install".into()), None, None);
         let w = |p: &str| json!({ "op": "open", "path": p, "access": "write", "create": true });
         let first = hub.record(
             EventKind::FileWrite,
@@ -626,7 +635,7 @@ mod tests {
         assert_ne!(end(), end());
         let climb = open("/usr/lib/../../home/sandbox/.aws/credentials");
         let e1 = hub.record(EventKind::FileOpen, Some(1), climb.clone());
-        hub.set_window(Some("tool_call:3".into()), None);
+        hub.set_window(Some("tool_call:3".into()), None, None);
         assert_ne!(hub.record(EventKind::FileOpen, Some(1), climb), e1);
         assert_eq!(
             hub.repeated(),

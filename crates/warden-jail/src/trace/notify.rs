@@ -957,7 +957,17 @@ impl Tracer {
         let dest = payload
             .is_some()
             .then(|| (data["address"].clone(), data["port"].clone()));
+        // Another program's command line carries what it was given: the argument canary (the
+        // user's text passed on) and secrets alike are looked for in it.
+        let argv = (kind == EventKind::ProcessSpawn)
+            .then(|| argv_text(&data))
+            .flatten()
+            .map(|text| (text, data["path"].clone()));
         let id = self.hub.record(kind, inner, data);
+        if let Some((text, path)) = argv {
+            let ctx = json!({ "where": "argv", "path": path, "event": id });
+            self.hub.scan(text.as_bytes(), inner, &ctx);
+        }
         if let (Some(bytes), Some((address, port))) = (payload, dest) {
             let bytes: Vec<u8> = bytes
                 .iter()
@@ -976,6 +986,18 @@ impl Tracer {
             }
         }
     }
+}
+
+/// An exec event's arguments after the program's name, joined by spaces (`None` when there
+/// are none).
+fn argv_text(data: &Value) -> Option<String> {
+    let words: Vec<&str> = data["argv"]
+        .as_array()?
+        .iter()
+        .skip(1)
+        .filter_map(Value::as_str)
+        .collect();
+    (!words.is_empty()).then(|| words.join(" "))
 }
 
 /// `path` with `.`, `..` and repeated slashes resolved lexically.

@@ -448,6 +448,90 @@ pub fn metadata_requests_and_scans_are_judged_by_intent() {
     assert!(!f.iter().any(|(r, _, _)| r == "cloud-metadata"), "{f:?}");
 }
 
+/// Issue #34: the user's own text, followed out. A calculator that posts its note to an
+/// analytics host and a mailer that keeps a hidden copy are HIGH, naming the tool, the
+/// argument and the host; the relay and the index their descriptions name are info.
+#[test]
+pub fn the_users_data_is_followed_out() {
+    let target = fixtures()
+        .join("mcp/servers/tracker.py")
+        .display()
+        .to_string();
+    let r = detonate_target(&target, &["--no-payloads"]);
+    let f = finding_rows(&r, &[]);
+    assert!(has(&f, "user-data-undisclosed", "high", "add"), "{f:?}");
+    assert!(
+        has(&f, "user-data-undisclosed", "high", "send_email"),
+        "{f:?}"
+    );
+    assert!(
+        has(&f, "user-data-disclosed", "info", "send_email"),
+        "{f:?}"
+    );
+    assert!(has(&f, "user-data-disclosed", "info", "search"), "{f:?}");
+    assert!(
+        !has(&f, "user-data-undisclosed", "high", "search"),
+        "the named index: {f:?}"
+    );
+    let messages: Vec<&str> = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["rule"] == "user-data-undisclosed")
+        .filter_map(|f| f["message"].as_str())
+        .collect();
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("add.note") && m.contains("collect.metrics-hub.test")),
+        "{messages:?}"
+    );
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("send_email.body") && m.contains("archive.dropbox-mirror.test")),
+        "{messages:?}"
+    );
+    // The user's text in the answers (every tool echoes it) is no leak, and no planted secret.
+    assert!(!f.iter().any(|(r, _, _)| r.starts_with("canary-")), "{f:?}");
+}
+
+/// Issue #34: exhaustion provoked by an argument is proven by its cost, named by the tool and
+/// the parameter: a regular expression that backtracks for ever on the ReDoS string (the call
+/// runs to its timeout on the CPU), a buffer sized by its argument (the sandbox's memory
+/// limit). Each tool's benign call answers at once.
+#[test]
+pub fn exhaustion_provoked_by_an_argument_is_proven_by_its_cost() {
+    let r = detonate_target(
+        &fixtures()
+            .join("mcp/servers/redos.py")
+            .display()
+            .to_string(),
+        &["--call-timeout", "4s"],
+    );
+    let f = finding_rows(&r, &[]);
+    assert!(has(&f, "resource-exhaustion", "high", "validate"), "{f:?}");
+    assert_eq!(r["verdict"], "HIGH", "{f:?}");
+    let r = detonate_target(
+        &fixtures()
+            .join("mcp/servers/allocator.py")
+            .display()
+            .to_string(),
+        &[],
+    );
+    let f = finding_rows(&r, &[]);
+    assert!(has(&f, "resource-exhaustion", "high", "resize"), "{f:?}");
+    // The server died at the limit: the limit, in the payload's call window, names it.
+    let limit = r["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == "sandbox.limit_hit" && e["data"]["exhaustion"] == true)
+        .expect("the limit the payload provoked");
+    assert_eq!(limit["data"]["param"], "megabytes");
+    assert_eq!(limit["data"]["limit"], "memory", "{limit}");
+}
+
 #[test]
 pub fn one_fixture_per_category() {
     let f = findings("sql_search.py", &[]);

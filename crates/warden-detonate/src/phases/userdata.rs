@@ -1,0 +1,347 @@
+//! The user's own data, followed out: every sighting of the argument canary (the marker the
+//! harness puts in the free text it gives tools as the user's) is marked, before the rules run,
+//! with the tool and the arguments that carried it (`data.argument`: `add.note`), the host it
+//! went to (`data.host`) and whether anything the user was shown names that host
+//! (`data.disclosed`): the tools' names and descriptions, the server's name and instructions,
+//! the target as given and its configuration (command line, environment). A tracker or a
+//! hidden recipient is a host none of them names (`user-data-undisclosed`, high); the API a
+//! search tool says it queries is one they name (`user-data-disclosed`, info).
+//!
+//! Guarantees: only sightings of the argument canary are touched (the planted secrets keep
+//! their own rules); a sighting on the sandbox's own loopback (the harness talking to an HTTP
+//! server, a server's own local service) gets no `disclosed` and so no network finding. A host
+//! counts as named when its registrable label (`metrics` of `collect.metrics.test`; `example`
+//! of `api.example.co.uk`) is written in that text, squashed of spaces and punctuation, or a
+//! word of the text of five letters or more begins it (`OpenWeather` names
+//! `api.openweathermap.org`), or, for a label of three letters or fewer, a word of the text
+//! is exactly it; an address literal counts as named when written whole.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+
+use serde_json::{Value, json};
+use warden_events::{Event, EventKind};
+
+/// What the user was shown of the server: its tools, its words, its configuration.
+#[derive(Debug, Default)]
+pub struct Shown {
+    /// All of it, lower-cased.
+    text: String,
+}
+
+impl Shown {
+    /// From the listed `tools` (name and description), the server's `name` and
+    /// `instructions`, and `config` (the target, its command line and environment).
+    pub fn new(
+        tools: &[Value],
+        name: Option<&str>,
+        instructions: Option<&str>,
+        config: &[String],
+    ) -> Shown {
+        let mut text = String::new();
+        for t in tools {
+            for k in ["name", "title", "description"] {
+                if let Some(s) = t[k].as_str() {
+                    text.push_str(s);
+                    text.push('\n');
+                }
+            }
+        }
+        for s in name.into_iter().chain(instructions) {
+            text.push_str(s);
+            text.push('\n');
+        }
+        for s in config {
+            text.push_str(s);
+            text.push('\n');
+        }
+        Shown {
+            text: text.to_lowercase(),
+        }
+    }
+
+    /// Whether `host` (a name or an address) is named in what the user was shown.
+    pub fn names(&self, host: &str) -> bool {
+        let host = host.trim_end_matches('.').to_lowercase();
+        if host.parse::<IpAddr>().is_ok() {
+            return self.text.contains(&host);
+        }
+        if self.text.contains(&host) {
+            return true;
+        }
+        let label = registrable(&host).replace(|c: char| !c.is_ascii_alphanumeric(), "");
+        if label.is_empty() {
+            return false;
+        }
+        let words = || {
+            self.text
+                .split(|c: char| !c.is_ascii_alphanumeric())
+                .filter(|w| !w.is_empty())
+        };
+        if label.len() <= 3 {
+            return words().any(|w| w == label);
+        }
+        let squashed: String = self
+            .text
+            .chars()
+            .filter(char::is_ascii_alphanumeric)
+            .collect();
+        squashed.contains(&label) || words().any(|w| w.len() >= 5 && label.starts_with(w))
+    }
+}
+
+/// The label a name is registered under: the one before the public suffix, taken to be the
+/// last label, or the last two when the one before it is a short generic second level
+/// (`co.uk`, `com.au`).
+fn registrable(host: &str) -> &str {
+    let labels: Vec<&str> = host.split('.').filter(|l| !l.is_empty()).collect();
+    let generic = ["co", "com", "net", "org", "gov", "ac", "edu", "ne", "or"];
+    let skip = match labels.as_slice() {
+        [.., second, last] if labels.len() >= 3 && last.len() == 2 && generic.contains(second) => 2,
+        _ => 1,
+    };
+    labels
+        .len()
+        .checked_sub(skip + 1)
+        .map_or(host, |i| labels[i])
+}
+
+fn loopback(host: &str) -> bool {
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<IpAddr>()
+            .is_ok_and(|a| a.is_loopback() || a.is_unspecified())
+}
+
+/// The host a sighting went to: its own, its DNS name, or the one of the event it points at
+/// (the connection: its TLS name, HTTP host or the name the chamber answered), else the
+/// address.
+fn host_of(data: &Value, by_id: &HashMap<u64, Value>) -> Option<String> {
+    let linked = data["event"].as_u64().and_then(|id| by_id.get(&id));
+    let pick = |v: &Value| {
+        ["host", "sni", "http_host", "name"]
+            .iter()
+            .find_map(|k| v[*k].as_str().filter(|s| !s.is_empty()).map(str::to_owned))
+    };
+    pick(data)
+        .or_else(|| linked.and_then(pick))
+        .or_else(|| data["address"].as_str().map(str::to_owned))
+        .map(|h| match h.rsplit_once(':') {
+            // An HTTP Host header's port.
+            Some((name, port)) if port.parse::<u16>().is_ok() && !name.contains(':') => {
+                name.to_owned()
+            }
+            _ => h,
+        })
+}
+
+/// The names of the arguments of a call (`arguments` as recorded) carrying `marker`, nested
+/// ones as `a.b`.
+fn carrying(arguments: &Value, marker: &str, prefix: &str, out: &mut Vec<String>) {
+    match arguments {
+        Value::Object(m) => {
+            for (k, v) in m {
+                let name = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                carrying(v, marker, &name, out);
+            }
+        }
+        Value::Array(a) => {
+            for v in a {
+                carrying(v, marker, prefix, out);
+            }
+        }
+        Value::String(s) if s.contains(marker) && !out.iter().any(|o| o == prefix) => {
+            out.push(prefix.to_owned());
+        }
+        _ => {}
+    }
+}
+
+/// Mark the sightings of the argument canary in `events` (see the module's documentation);
+/// `tools` names the tool of each call window.
+pub fn mark(events: &mut [Event], tools: &HashMap<String, String>, shown: &Shown) {
+    let marker = events
+        .iter()
+        .find(|e| e.kind == EventKind::SandboxStarted)
+        .and_then(|e| e.data["canaries"].as_array())
+        .and_then(|list| {
+            list.iter()
+                .find(|c| c["planted"] == warden_jail::warden_trace::decoys::ARGUMENT)
+        })
+        .and_then(|c| c["value"].as_str())
+        .map(str::to_owned);
+    let Some(marker) = marker else { return };
+    let by_id: HashMap<u64, Value> = events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e.kind,
+                EventKind::NetSend | EventKind::NetConnect | EventKind::NetDns
+            ) || e.kind == EventKind::McpToolCall
+        })
+        .map(|e| (e.id, e.data.clone()))
+        .collect();
+    for e in events.iter_mut() {
+        if e.kind != EventKind::CanarySeen
+            || !e.data["planted"]
+                .as_str()
+                .is_some_and(warden_jail::warden_trace::is_argument)
+        {
+            continue;
+        }
+        let window = e.triggered_by.clone();
+        let tool = window.as_deref().and_then(|w| tools.get(w)).cloned();
+        let mut names = Vec::new();
+        if let Some(call) = window
+            .as_deref()
+            .and_then(|w| w.strip_prefix("tool_call:"))
+            .and_then(|id| id.parse::<u64>().ok())
+            .and_then(|id| by_id.get(&id))
+        {
+            carrying(&call["arguments"], &marker, "", &mut names);
+        }
+        let argument = match (&tool, names.is_empty()) {
+            (Some(t), false) => names
+                .iter()
+                .map(|n| format!("{t}.{n}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            (Some(t), true) => t.clone(),
+            (None, _) => "a tool".to_owned(),
+        };
+        let network = matches!(
+            e.data["where"].as_str(),
+            Some("dns" | "net" | "boundary" | "tls")
+        );
+        let host = network.then(|| host_of(&e.data, &by_id)).flatten();
+        let Some(d) = e.data.as_object_mut() else {
+            continue;
+        };
+        d.insert("argument".into(), json!(crate::report::clean(&argument)));
+        if let Some(t) = tool {
+            d.insert("tool".into(), json!(t));
+        }
+        if let Some(h) = host {
+            if !loopback(&h) {
+                d.insert("disclosed".into(), json!(shown.names(&h)));
+            }
+            d.insert("host".into(), json!(crate::report::clean(&h)));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shown(description: &str, config: &[&str]) -> Shown {
+        let config: Vec<String> = config.iter().map(|s| (*s).to_owned()).collect();
+        Shown::new(
+            &[json!({ "name": "search", "description": description })],
+            Some("demo-server"),
+            None,
+            &config,
+        )
+    }
+
+    #[test]
+    fn a_host_is_named_by_its_registrable_label() {
+        let s = shown("Search the web with the Brave Search API.", &[]);
+        assert!(s.names("api.search.brave.com"));
+        assert!(!s.names("collect.metrics-hub.test"));
+        let w = shown("Current weather from OpenWeather.", &[]);
+        assert!(w.names("api.openweathermap.org"), "a word begins the label");
+        let exa = shown("Search using Exa AI", &[]);
+        assert!(exa.names("api.exa.ai"), "a short label as a word");
+        assert!(!shown("Search the example corpus", &[]).names("api.exa.ai"));
+        let uk = shown("Talks to Example Ltd", &[]);
+        assert!(uk.names("api.example.co.uk"));
+        let cfg = shown("Vector store", &["QDRANT_URL=http://qdrant.invalid:6333"]);
+        assert!(cfg.names("qdrant.invalid"), "the configuration names it");
+        assert!(!cfg.names("203.0.113.9"));
+        assert!(shown("Posts to 203.0.113.9", &[]).names("203.0.113.9"));
+    }
+
+    fn event(id: u64, kind: EventKind, window: Option<&str>, data: Value) -> Event {
+        Event {
+            id,
+            t_ms: 0,
+            kind,
+            pid: Some(3),
+            triggered_by: window.map(str::to_owned),
+            data,
+        }
+    }
+
+    #[test]
+    fn a_sighting_names_the_tool_the_argument_and_the_host() {
+        let m = "Q7x2Lm9PzR4tVb8NcK3w";
+        let mut events = vec![
+            event(
+                1,
+                EventKind::SandboxStarted,
+                None,
+                json!({ "canaries": [{ "planted": "env:X", "value": "zzz" }, { "planted": "arg:user", "value": m }] }),
+            ),
+            event(
+                4,
+                EventKind::McpToolCall,
+                None,
+                json!({ "tool": "add", "arguments": { "a": 1, "note": m, "tags": [m] } }),
+            ),
+            event(
+                5,
+                EventKind::NetSend,
+                Some("tool_call:4"),
+                json!({ "sni": "collect.metrics-hub.test" }),
+            ),
+            event(
+                6,
+                EventKind::CanarySeen,
+                Some("tool_call:4"),
+                json!({ "planted": "arg:user", "where": "tls", "address": "10.255.0.7", "port": 443, "event": 5 }),
+            ),
+            event(
+                7,
+                EventKind::CanarySeen,
+                Some("tool_call:4"),
+                json!({ "planted": "arg:user", "where": "net", "address": "127.0.0.1", "port": 8080 }),
+            ),
+            event(
+                8,
+                EventKind::CanarySeen,
+                Some("tool_call:4"),
+                json!({ "planted": "env:X", "where": "net", "address": "203.0.113.1", "port": 80 }),
+            ),
+            event(
+                9,
+                EventKind::CanarySeen,
+                Some("tool_call:4"),
+                json!({ "planted": "arg:user", "where": "dns", "name": "x.search.brave.com" }),
+            ),
+        ];
+        let tools: HashMap<String, String> = [("tool_call:4".to_owned(), "add".to_owned())].into();
+        mark(
+            &mut events,
+            &tools,
+            &shown("Adds numbers; search with Brave", &[]),
+        );
+        let d = &events[3].data;
+        assert_eq!(d["argument"], "add.note, add.tags");
+        assert_eq!(d["host"], "collect.metrics-hub.test");
+        assert_eq!(d["disclosed"], false);
+        assert!(
+            events[4].data.get("disclosed").is_none(),
+            "loopback is no leaving"
+        );
+        assert!(
+            events[5].data.get("argument").is_none(),
+            "secrets untouched"
+        );
+        assert_eq!(events[6].data["disclosed"], true);
+    }
+}
