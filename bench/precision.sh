@@ -13,21 +13,26 @@
 #   be changed because of what a held-out server does; once one is, the half is spent and a
 #   new one is drawn from servers nobody has looked at.
 #
-# Usage: bench/precision.sh [--half tune|held-out|all] [--before OLD_WARDEN] [--out DIR]
-#                           [path/to/warden]
+# Usage: bench/precision.sh [--half tune|held-out|all] [--before OLD_WARDEN]
+#                           [--time-against OLD_WARDEN] [--out DIR] [path/to/warden]
 # --before replays an older warden's rule set (`OLD rules test`) over the same events, so the
 # "before" column is the old rules' verdict on the very same run (no second detonation; the
 # events are the new harness's).
+# --time-against detonates every server with OLD_WARDEN too, right next to the new one (which
+# goes first alternates), and prints both wall times per server and the ratio of the totals
+# per half: the detonation-time benchmark of a harness change, measured side by side.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 half=all
 before=
 out=
+against=
 while [ $# -gt 0 ]; do
     case $1 in
         --half) half=$2; shift 2 ;;
         --before) before=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
+        --time-against) against=$2; shift 2 ;;
         *) break ;;
     esac
 done
@@ -107,7 +112,21 @@ held_out=(
 )
 
 rows=$out/rows.tsv
+times=$out/times.tsv
 : >"$rows"
+: >"$times"
+turn=0
+# timed LABEL WARDEN SLUG TARGET EXTRA…: one detonation, its report in SLUG.json, its wall
+# seconds in SLUG.secs.
+timed() {
+    local bin=$2 slug=$3 target=$4 t0 t1
+    shift 4
+    t0=$(date +%s.%N)
+    "$bin" detonate --allow-inconclusive --output json "$@" "$target" \
+        >"$out/$slug.json" 2>"$out/$slug.stderr"
+    t1=$(date +%s.%N)
+    python3 -c "print(round($t1 - $t0, 2))" >"$out/$slug.secs"
+}
 run_half() {
     local name=$1
     shift
@@ -127,8 +146,13 @@ run_half() {
             fi
         fi
         slug=$(printf '%s' "$target" | tr -c 'A-Za-z0-9._-' '_')
-        "$warden" detonate --allow-inconclusive --output json "${extra[@]}" "$target" \
-            >"$out/$slug.json" 2>"$out/$slug.stderr"
+        new_first=$(( (turn += 1) % 2 ))
+        if [ -n "$against" ] && [ "$new_first" = 0 ]; then timed old "$against" "$slug.old" "$target" "${extra[@]}"; fi
+        timed new "$warden" "$slug" "$target" "${extra[@]}"
+        if [ -n "$against" ] && [ "$new_first" = 1 ]; then timed old "$against" "$slug.old" "$target" "${extra[@]}"; fi
+        if [ -n "$against" ]; then
+            printf '%s\t%s\t%s\t%s\n' "$name" "$target" "$(cat "$out/$slug.old.secs")" "$(cat "$out/$slug.secs")" >>"$times"
+        fi
         python3 bench/precision_row.py "$name" "$target" "$out/$slug.json" "$before" | tee -a "$rows"
     done
 }
@@ -140,4 +164,7 @@ case $half in
     *) echo "--half: tune, held-out or all" >&2; exit 2 ;;
 esac
 python3 bench/precision_row.py --summary "$rows"
+if [ -n "$against" ]; then
+    python3 bench/precision_row.py --times "$times"
+fi
 echo "reports in $out"

@@ -75,8 +75,27 @@ def summary(rows_file):
             print(f"  inconclusive: {r[1]}: {r[6] or r[2]}")
 
 
+def times(times_file):
+    """Both wardens' wall times per server and the ratio of the totals per half."""
+    halves = {}
+    print(f"{'half':<9} {'server':<60} {'old s':>8} {'new s':>8} {'ratio':>6}")
+    for line in open(times_file):
+        f = line.rstrip("\n").split("\t")
+        if len(f) < 4:
+            continue
+        old, new = float(f[2]), float(f[3])
+        halves.setdefault(f[0], []).append((old, new))
+        print(f"{f[0]:<9} {f[1][:60]:<60} {old:>8.1f} {new:>8.1f} {new / old if old else 0:>6.2f}")
+    for half, pairs in halves.items():
+        old = sum(p[0] for p in pairs)
+        new = sum(p[1] for p in pairs)
+        print(f"{half}: {len(pairs)} servers, old {old:.0f} s, new {new:.0f} s, new/old {new / old if old else 0:.2f}")
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "--summary":
         summary(sys.argv[2])
+    elif sys.argv[1] == "--times":
+        times(sys.argv[2])
     else:
         row(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else "")

@@ -129,7 +129,11 @@ pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_ru
         b.equip(&mut start.policy);
     }
     let install_events = std::mem::take(&mut install.events);
-    let mut observed = phases::session::session(jail, options, &start, install_events)?;
+    let sinks = scanned
+        .as_ref()
+        .map(|s| s.report.sinks.clone())
+        .unwrap_or_default();
+    let mut observed = phases::session::session(jail, options, &start, install_events, &sinks)?;
     if let Some(b) = &browser {
         b.annotate(&mut observed.events);
     }

@@ -46,6 +46,7 @@ pub fn probe(
         llm: options.llm.clone(),
         http: None,
         remote: Some(remote.clone()),
+        sinks: Vec::new(),
     };
     phases::progress(
         options,

@@ -215,6 +215,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../rules/code-injection.yaml"),
     ),
     (
+        "sink-confirmed.yaml",
+        include_str!("../rules/sink-confirmed.yaml"),
+    ),
+    (
         "template-injection.yaml",
         include_str!("../rules/template-injection.yaml"),
     ),

@@ -20,6 +20,7 @@ pub mod cyclonedx;
 pub mod inventory;
 pub mod osv;
 pub mod report;
+pub mod sinks;
 pub mod typosquat;
 pub mod version;
 
@@ -86,6 +87,7 @@ pub fn scan(target: &str, roots: &[Root], source: &OsvSource) -> ScanReport {
     let mut inv = inventory::Inventory::default();
     let mut findings = Vec::new();
     let mut found = Vec::new();
+    let mut all_sinks = Vec::new();
     for root in roots {
         // The readers see paths relative to their own root (includes resolve against it);
         // the label is added to what they report.
@@ -103,6 +105,13 @@ pub fn scan(target: &str, roots: &[Root], source: &OsvSource) -> ScanReport {
         inv.truncated |= one.truncated;
         let (hints, hints_truncated) = capabilities::source::hints(&root.path);
         inv.truncated |= hints_truncated;
+        let (mut found_sinks, sinks_truncated) = sinks::find(&root.path);
+        inv.truncated |= sinks_truncated;
+        for s in &mut found_sinks {
+            label(&mut s.file);
+            findings.push(s.finding());
+        }
+        all_sinks.append(&mut found_sinks);
         for mut f in capabilities::capabilities(&files).into_iter().chain(hints) {
             if let Some(l) = &mut f.location {
                 label(&mut l.file);
@@ -154,6 +163,7 @@ pub fn scan(target: &str, roots: &[Root], source: &OsvSource) -> ScanReport {
             .collect(),
         truncated: inv.truncated,
         notes: Vec::new(),
+        sinks: all_sinks,
     }
 }
 

@@ -40,6 +40,8 @@ pub struct ScanReport {
     /// distribution must be built before its dependencies are known…).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// Dangerous sinks reached from a tool's handler, by tool ([`crate::sinks`]).
+    pub sinks: Vec<crate::sinks::Sink>,
 }
 
 /// A file the inventory could not read.
@@ -249,6 +251,26 @@ impl ScanReport {
                 clip(&u.file, 200),
                 clip(&u.why, 200)
             ));
+        }
+        if !self.sinks.is_empty() {
+            out.push_str(
+                "  sinks by tool (static: what a tool may reach; the detonation proves it):\n",
+            );
+            let mut tools: Vec<&str> = self.sinks.iter().map(|s| s.tool.as_str()).collect();
+            tools.sort_unstable();
+            tools.dedup();
+            for tool in tools {
+                out.push_str(&format!("    {}\n", clip(tool, 120)));
+                for s in self.sinks.iter().filter(|s| s.tool == tool) {
+                    out.push_str(&format!(
+                        "      {:<12} {}:{} {}\n",
+                        s.family.name(),
+                        clip(&s.file, 200),
+                        s.line,
+                        clip(&s.call, 100)
+                    ));
+                }
+            }
         }
         if self.findings.is_empty() {
             out.push_str("  no findings\n");

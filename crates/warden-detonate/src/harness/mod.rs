@@ -27,6 +27,7 @@ use crate::payloads::{self, Payload};
 use crate::{args, metadata};
 
 mod agent;
+pub mod aim;
 pub mod http;
 pub mod listeners;
 mod reading;
@@ -157,6 +158,8 @@ pub struct Settings {
     /// Probe mode: the server is remote; what runs in the jail is only a placeholder that
     /// carries the event recorder.
     pub remote: Option<remote::Remote>,
+    /// The dangerous sinks the static phase found, by tool: their payloads go first.
+    pub sinks: Vec<warden_scan::sinks::Sink>,
 }
 
 /// Hex SHA-256 of `text`.
@@ -817,12 +820,16 @@ where
         let benign = args::benign_for_user(&schema, ctx.marker.as_deref());
         let mut plan: Vec<(Value, Option<(String, Payload)>)> =
             vec![(Value::Object(benign.clone()), None)];
+        // Payloads aimed at a sink the static phase found go right after the benign call.
+        let mut aimed: Vec<(Value, Option<(String, Payload)>)> = Vec::new();
         if ctx.settings.adversarial {
             for param in args::string_params(&schema) {
                 for p in payloads::for_param(&nonce) {
                     let mut a = benign.clone();
                     a.insert(param.clone(), p.argument());
-                    if p.kind == payloads::Kind::CodeInjection {
+                    if aim::sink_for(&ctx.settings.sinks, &name, &p).is_some() {
+                        aimed.push((Value::Object(a), Some((param.clone(), p))));
+                    } else if p.kind == payloads::Kind::CodeInjection {
                         later.push((name.clone(), Value::Object(a), (param.clone(), p)));
                     } else {
                         plan.push((Value::Object(a), Some((param.clone(), p))));
@@ -835,6 +842,7 @@ where
                 exhaust.push((name.clone(), Value::Object(a), (param, p)));
             }
         }
+        plan.splice(1..1, aimed);
         for (i, (arguments, payload)) in plan.into_iter().enumerate() {
             if ctx.left().is_zero() {
                 ctx.session.aborted = Some("the time budget ran out".into());
@@ -1335,6 +1343,7 @@ async fn call(
                 "tool": tool, "param": param, "kind": p.kind.name(), "payload": p.shown(), "call": id,
                 "detected": evidence.is_some(), "evidence": evidence,
                 "exhaustion": (p.kind == payloads::Kind::Exhaustion && evidence.is_some()).then_some(true),
+                "sink": aim::sink_for(&ctx.settings.sinks, tool, p).map(aim::shown),
                 "by_design": payloads::by_design(p.kind, param).then_some(true),
                 "family": payloads::family(p),
             }),

@@ -29,6 +29,7 @@ pub fn session(
     options: &Options,
     start: &Start,
     install: Vec<Event>,
+    sinks: &[warden_scan::sinks::Sink],
 ) -> Result<Observed> {
     let (mut session, events) = match &start.blocked {
         Some(why) => {
@@ -48,6 +49,7 @@ pub fn session(
                 llm: options.llm.clone(),
                 http: options.http.clone(),
                 remote: options.remote.clone(),
+                sinks: sinks.to_vec(),
             };
             harness::run(jail, &start.policy, &start.resolved.argv, &settings)?
         }

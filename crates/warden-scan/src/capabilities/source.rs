@@ -80,6 +80,21 @@ pub const MAX_ENTRIES: usize = 500_000;
 /// The hints for the project's source under `root`, and whether the walk stopped at a limit.
 pub fn hints(root: &Path) -> (Vec<Finding>, bool) {
     let mut files: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    let capped = walk(root, &mut |rel, python, text| {
+        for (rule, _, py, jsm) in HINTS {
+            let markers = if python { py } else { jsm };
+            if markers.iter().any(|m| text.contains(m)) {
+                files.entry(rule).or_default().push(rel.to_owned());
+            }
+        }
+    });
+    (findings(files), capped)
+}
+
+/// Hand each of the project's own Python and JavaScript/TypeScript source files under `root`
+/// to `each` (its path relative to `root`, whether it is Python, its text), within the bounds
+/// above; whether the walk stopped at a limit.
+pub(crate) fn walk(root: &Path, each: &mut dyn FnMut(&str, bool, &str)) -> bool {
     let mut stack = vec![(root.to_path_buf(), 0usize)];
     let mut read = 0usize;
     let mut visited = 0usize;
@@ -95,7 +110,7 @@ pub fn hints(root: &Path) -> (Vec<Finding>, bool) {
         for e in entries.flatten() {
             visited += 1;
             if visited > MAX_ENTRIES {
-                return (findings(files), true);
+                return true;
             }
             let Ok(kind) = e.file_type() else { continue };
             let name = e.file_name().to_string_lossy().into_owned();
@@ -123,7 +138,7 @@ pub fn hints(root: &Path) -> (Vec<Finding>, bool) {
             }
             read += 1;
             if read > MAX_SOURCES {
-                return (findings(files), true);
+                return true;
             }
             let Some(bytes) = crate::read_bounded(&e.path(), MAX_SOURCE) else {
                 continue;
@@ -134,15 +149,10 @@ pub fn hints(root: &Path) -> (Vec<Finding>, bool) {
                 .strip_prefix(root)
                 .map(|p| p.to_string_lossy().into_owned())
                 .unwrap_or(name.clone());
-            for (rule, _, py, jsm) in HINTS {
-                let markers = if python { py } else { jsm };
-                if markers.iter().any(|m| text.contains(m)) {
-                    files.entry(rule).or_default().push(rel.clone());
-                }
-            }
+            each(&rel, python, &text);
         }
     }
-    (findings(files), false)
+    false
 }
 
 fn findings(files: BTreeMap<&str, Vec<String>>) -> Vec<Finding> {

@@ -532,6 +532,39 @@ pub fn exhaustion_provoked_by_an_argument_is_proven_by_its_cost() {
     assert_eq!(limit["data"]["limit"], "memory", "{limit}");
 }
 
+/// Issue #34: the static phase aims the payloads. The sinks it finds in a FastMCP server's
+/// handlers (an `eval`, a shell) get their family's payloads first, and each payload that
+/// works names the source line it confirmed.
+#[test]
+pub fn a_payload_names_the_sink_it_confirmed() {
+    let r = detonate_target(
+        &fixtures().join("mcp/servers/desk.py").display().to_string(),
+        &[],
+    );
+    let f = finding_rows(&r, &[]);
+    assert!(has(&f, "sink-confirmed", "high", "calculate"), "{f:?}");
+    assert!(has(&f, "sink-confirmed", "high", "report"), "{f:?}");
+    assert!(has(&f, "code-injection", "critical", "calculate"), "{f:?}");
+    assert!(!f.iter().any(|(_, _, t)| t == "shout"), "{f:?}");
+    let payloads: Vec<&Value> = r["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "harness.payload" && e["data"]["tool"] == "calculate")
+        .collect();
+    assert_eq!(
+        payloads[0]["data"]["kind"], "code_injection",
+        "the sink's family goes first"
+    );
+    assert!(
+        payloads.iter().any(|p| p["data"]["detected"] == true
+            && p["data"]["sink"]
+                .as_str()
+                .is_some_and(|s| s.starts_with("desk.py:13 eval("))),
+        "{payloads:?}"
+    );
+}
+
 #[test]
 pub fn one_fixture_per_category() {
     let f = findings("sql_search.py", &[]);

@@ -883,3 +883,43 @@ fn a_scan_that_did_not_read_everything_never_passes_a_gate() {
     let (code, _) = scan_json(&[dir, "--osv-db", &osv_db()]);
     assert_eq!(code, 0);
 }
+
+/// Issue #34: the sinks each tool's handler reaches, found with a parser, listed per tool in
+/// the JSON and on the terminal; low context, never a verdict.
+#[test]
+fn sinks_are_listed_per_tool() {
+    let file = fixtures().join("mcp/servers/desk.py").display().to_string();
+    let (_, r) = scan_json(&[&file]);
+    let sinks: Vec<(String, String)> = r["sinks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["tool"].as_str().unwrap().to_owned(),
+                s["family"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert!(
+        sinks.contains(&("calculate".into(), "evaluator".into())),
+        "{sinks:?}"
+    );
+    assert!(
+        sinks.contains(&("report".into(), "shell".into())),
+        "{sinks:?}"
+    );
+    assert!(!sinks.iter().any(|(t, _)| t == "shout"), "{sinks:?}");
+    assert!(
+        r["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["rule"] == "dangerous-sink")
+            .all(|f| f["severity"] == "low"),
+        "static context only"
+    );
+    let text = warden(&["scan", &file]);
+    assert!(text.stdout.contains("sinks by tool"), "{}", text.stdout);
+    assert!(text.stdout.contains("eval(expression)"), "{}", text.stdout);
+}

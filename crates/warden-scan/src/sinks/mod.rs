@@ -1,0 +1,260 @@
+//! Dangerous sinks reached from a tool's handler, found in the project's own Python and
+//! JavaScript/TypeScript source with a real parser (tree-sitter): evaluators (`eval`, `exec`,
+//! `compile`, `new Function`, `vm.runIn*`), shells (`os.system`, `subprocess(…, shell=True)`,
+//! `child_process.exec`), template engines rendering what they were given (Jinja2, Mako,
+//! `render_template_string`, EJS, Handlebars, lodash, Nunjucks, Pug), unsafe deserializers
+//! (`yaml.load` without a safe loader, `yaml.unsafe_load`, `pickle.loads`, `node-serialize`)
+//! and fetches of a URL (`requests`, `httpx`, `urlopen`, `fetch`, `axios`).
+//!
+//! A sink counts only when one of the handler's parameters (or, one call deeper, the callee's)
+//! appears among its arguments: a fixed `eval("1+1")` or a fetch of a constant URL is not the
+//! caller's to aim. Handlers are found by how the SDKs register tools: FastMCP's
+//! `@mcp.tool()` (its `name=` or the function's name), the low-level `@server.call_tool()`
+//! dispatcher and `setRequestHandler(CallToolRequestSchema, …)` (the tool named by the
+//! enclosing `if name == "…"` or `case "…":`, else `*`), and `server.tool("name", …)` /
+//! `registerTool("name", …)`. Functions of the same file that a handler calls are followed
+//! three deep.
+//!
+//! These are static findings: what a tool *may* do. The detonation aims the matching payloads
+//! at the tool first, and a payload that works confirms the sink. Bounded like the source hints
+//! (files, bytes, entries); a file that does not parse is skipped.
+
+mod javascript;
+mod python;
+
+use std::path::Path;
+
+use serde::Serialize;
+use tree_sitter::Node;
+
+/// What kind of sink, and so which payloads prove it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Family {
+    /// Code evaluated: `eval`, `exec`, `new Function`, `vm`.
+    Evaluator,
+    /// A template built from input.
+    Template,
+    /// An unsafe deserializer.
+    Deserializer,
+    /// A command run by a shell.
+    Shell,
+    /// A URL fetched.
+    Fetch,
+}
+
+impl Family {
+    /// Its name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::Evaluator => "evaluator",
+            Family::Template => "template",
+            Family::Deserializer => "deserializer",
+            Family::Shell => "shell",
+            Family::Fetch => "fetch",
+        }
+    }
+}
+
+/// One sink reached from a tool's handler.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Sink {
+    /// The tool (`*`: a dispatcher's, tool not told).
+    pub tool: String,
+    /// Its family.
+    pub family: Family,
+    /// The call as written (cut to 80 characters).
+    pub call: String,
+    /// The file, relative to the project.
+    pub file: String,
+    /// The line (1-based).
+    pub line: usize,
+}
+
+impl Sink {
+    /// The static finding for this sink: low context (`dangerous-sink`), tied to its tool; the
+    /// detonation's payloads are what prove it.
+    pub fn finding(&self) -> warden_events::Finding {
+        use warden_events::{Category, Severity};
+        let category = match self.family {
+            Family::Evaluator | Family::Template | Family::Deserializer => Category::CodeInjection,
+            Family::Shell => Category::CommandInjection,
+            Family::Fetch => Category::Ssrf,
+        };
+        let who = if self.tool == "*" {
+            "the tool dispatcher".to_owned()
+        } else {
+            format!("the tool {}", self.tool)
+        };
+        let mut f = crate::capabilities::finding(
+            category,
+            "dangerous-sink",
+            Severity::Low,
+            &self.file,
+            format!(
+                "{who} passes its arguments to {} ({}) at {}:{}",
+                self.call,
+                self.family.name(),
+                self.file,
+                self.line
+            ),
+            "Static context: the detonation aims this sink's payloads at the tool first; a payload that works proves it.",
+        );
+        if self.tool != "*" {
+            f.tool = Some(self.tool.clone());
+        }
+        f
+    }
+}
+
+/// Sinks reported at most.
+pub const MAX_SINKS: usize = 500;
+
+/// The sinks in one source file's `text` (`python` or JavaScript/TypeScript, `typescript`
+/// for `.ts`), its path `file` as reported.
+pub fn in_file(text: &str, file: &str, python: bool, typescript: bool) -> Vec<Sink> {
+    let mut parser = tree_sitter::Parser::new();
+    let language: tree_sitter::Language = if python {
+        tree_sitter_python::LANGUAGE.into()
+    } else if typescript {
+        tree_sitter_typescript::LANGUAGE_TYPESCRIPT.into()
+    } else {
+        tree_sitter_javascript::LANGUAGE.into()
+    };
+    if parser.set_language(&language).is_err() {
+        return Vec::new();
+    }
+    // A parse that runs away is stopped (the file is then skipped).
+    let Some(tree) = parser.parse(text, None) else {
+        return Vec::new();
+    };
+    let src = text.as_bytes();
+    let found = if python {
+        python::sinks(tree.root_node(), src)
+    } else {
+        javascript::sinks(tree.root_node(), src)
+    };
+    let mut out: Vec<Sink> = found
+        .into_iter()
+        .map(|(tool, family, node)| Sink {
+            tool,
+            family,
+            call: shown(node, src),
+            file: file.to_owned(),
+            line: node.start_position().row + 1,
+        })
+        .collect();
+    out.sort_by(|a, b| (a.line, &a.tool, a.family).cmp(&(b.line, &b.tool, b.family)));
+    out.dedup();
+    out
+}
+
+/// The sinks of the project under `root`, and whether the walk stopped at a limit.
+pub fn find(root: &Path) -> (Vec<Sink>, bool) {
+    let mut out = Vec::new();
+    let capped = crate::capabilities::source::walk(root, &mut |rel, python, text| {
+        let typescript = [".ts", ".mts", ".cts"].iter().any(|x| rel.ends_with(x));
+        out.extend(in_file(text, rel, python, typescript));
+    });
+    let over = out.len() > MAX_SINKS;
+    out.truncate(MAX_SINKS);
+    (out, capped || over)
+}
+
+/// A node's text, on one line, cut to 80 characters.
+fn shown(node: Node<'_>, src: &[u8]) -> String {
+    let text = text(node, src);
+    let line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.chars().count() > 80 {
+        format!("{}…", line.chars().take(79).collect::<String>())
+    } else {
+        line
+    }
+}
+
+/// A node's source text ("" when it is not UTF-8).
+fn text<'a>(node: Node<'_>, src: &'a [u8]) -> &'a str {
+    node.utf8_text(src).unwrap_or("")
+}
+
+/// Every node below `node` (itself included), depth first, in source order.
+fn descendants(node: Node<'_>) -> Vec<Node<'_>> {
+    let mut out = Vec::new();
+    let mut stack = vec![node];
+    while let Some(n) = stack.pop() {
+        out.push(n);
+        let mut cursor = n.walk();
+        let children: Vec<Node<'_>> = n.children(&mut cursor).collect();
+        stack.extend(children.into_iter().rev());
+    }
+    out
+}
+
+/// The identifiers below `node`.
+fn identifiers<'a>(node: Node<'_>, src: &'a [u8]) -> Vec<&'a str> {
+    descendants(node)
+        .into_iter()
+        .filter(|n| {
+            matches!(
+                n.kind(),
+                "identifier" | "shorthand_property_identifier_pattern"
+            )
+        })
+        .map(|n| text(n, src))
+        .collect()
+}
+
+/// `tainted` (a function's parameters) with the names assigned, in `body`, from expressions
+/// that hold a tainted name (`t = request.params.arguments.template`), followed three rounds.
+fn spread<'a>(body: Node<'_>, src: &'a [u8], mut tainted: Vec<&'a str>) -> Vec<&'a str> {
+    let assignments: Vec<(Node<'_>, Node<'_>)> = descendants(body)
+        .into_iter()
+        .filter_map(|n| {
+            let (l, r) = match n.kind() {
+                "assignment" | "assignment_expression" | "augmented_assignment" => {
+                    ("left", "right")
+                }
+                "variable_declarator" => ("name", "value"),
+                _ => return None,
+            };
+            Some((n.child_by_field_name(l)?, n.child_by_field_name(r)?))
+        })
+        .collect();
+    for _ in 0..3 {
+        let before = tainted.len();
+        for (left, right) in &assignments {
+            if identifiers(*right, src).iter().any(|i| tainted.contains(i)) {
+                for name in identifiers(*left, src) {
+                    if !tainted.contains(&name) {
+                        tainted.push(name);
+                    }
+                }
+            }
+        }
+        if tainted.len() == before {
+            break;
+        }
+    }
+    tainted
+}
+
+/// The content of a string literal node (quotes and prefixes removed), when nothing is
+/// interpolated in it.
+fn literal(node: Node<'_>, src: &[u8]) -> Option<String> {
+    if node.kind() != "string" {
+        return None;
+    }
+    if descendants(node)
+        .iter()
+        .any(|n| matches!(n.kind(), "interpolation" | "template_substitution"))
+    {
+        return None;
+    }
+    let raw = text(node, src);
+    let body = raw.trim_start_matches(|c: char| c.is_ascii_alphabetic());
+    let q = body.chars().next().filter(|q| matches!(q, '"' | '\''))?;
+    Some(body.trim_matches(q).to_owned())
+}
+
+#[cfg(test)]
+mod tests;
