@@ -565,6 +565,18 @@ pub fn a_payload_names_the_sink_it_confirmed() {
     );
 }
 
+/// Issue #34: lures in what the tools return. A phishing line with a link in every answer, an
+/// order to the assistant inside a document (a ticket's text), and a result that turns on its
+/// fourth call (a new link and an order): each HIGH, the turn a behavioural rug pull.
+#[test]
+pub fn lures_in_results_and_results_that_turn() {
+    let f = findings("lure.py", &["--no-payloads"]);
+    for tool in ["distance", "read_ticket", "quote"] {
+        assert!(has(&f, "prompt-injection", "high", tool), "{tool}: {f:?}");
+    }
+    assert!(has(&f, "rug-pull-behaviour", "medium", "quote"), "{f:?}");
+}
+
 #[test]
 pub fn one_fixture_per_category() {
     let f = findings("sql_search.py", &[]);
