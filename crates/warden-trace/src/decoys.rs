@@ -114,6 +114,19 @@ impl Decoys {
         // Not a secret: the marker the harness puts in the user's text it sends to tools, so
         // that the user's own data is followed out like a secret is.
         plant(ARGUMENT, random_string(ALNUM, 20));
+        // The host's own cloud credentials, as its instance metadata service hands them out
+        // (crate::imds answers with them).
+        plant("imds:aws#id", format!("ASIA{}", random_string(UPPER32, 16)));
+        plant("imds:aws", random_string(ALNUM, 40));
+        plant(
+            "imds:aws#token",
+            format!("IQoJb3JpZ2luX2Vj{}", random_string(ALNUM, 64)),
+        );
+        plant("imds:gcp", format!("ya29.c.{}", random_string(ALNUM, 64)));
+        plant(
+            "imds:azure",
+            format!("eyJ0eXAiOiJKV1Qi{}", random_string(ALNUM, 64)),
+        );
         let ssh_marker = plant("file:~/.ssh/id_rsa", random_string(ALNUM, 32));
         let aws_id = plant("file:~/.aws/credentials#id", aws_key_id());
         let aws_secret = plant("file:~/.aws/credentials", random_string(ALNUM, 40));
@@ -238,9 +251,10 @@ mod tests {
 /// its own (`~/.env`, a browser's saved passwords).
 pub fn audience(planted: &str) -> &'static [&'static str] {
     match planted {
-        "env:AWS_ACCESS_KEY_ID" | "file:~/.aws/credentials#id" => {
-            &["amazonaws.com", "amazonaws.com.cn", "aws.amazon.com"]
-        }
+        "env:AWS_ACCESS_KEY_ID"
+        | "file:~/.aws/credentials#id"
+        | "imds:aws#id"
+        | "imds:aws#token" => &["amazonaws.com", "amazonaws.com.cn", "aws.amazon.com"],
         "env:GITHUB_TOKEN" | "file:~/.config/gh/hosts.yml" | "file:~/.git-credentials" => {
             &["github.com", "githubusercontent.com"]
         }
@@ -249,6 +263,13 @@ pub fn audience(planted: &str) -> &'static [&'static str] {
         "env:NPM_TOKEN" | "file:~/.npmrc" => &["npmjs.org", "npmjs.com"],
         "env:DATABASE_URL" => &["db.internal.invalid"],
         "file:~/.docker/config.json" => &["docker.io", "docker.com"],
+        "imds:gcp" => &["googleapis.com"],
+        "imds:azure" => &[
+            "azure.com",
+            "microsoftonline.com",
+            "windows.net",
+            "azure.net",
+        ],
         _ => &[],
     }
 }

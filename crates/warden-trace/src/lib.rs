@@ -11,6 +11,7 @@ pub mod canary;
 pub mod decoys;
 pub mod dns;
 pub mod hosts;
+pub mod imds;
 pub mod interposer;
 pub mod requests;
 pub mod sniff;

@@ -20,34 +20,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::json;
 use warden_events::{Event, EventKind};
-
-/// Instance metadata endpoints by address: (address, whose).
-const METADATA_ADDRESSES: &[(&str, &str)] = &[
-    (
-        "169.254.169.254",
-        "instance metadata (AWS, Azure, Google Cloud, Oracle Cloud, DigitalOcean, OpenStack)",
-    ),
-    ("fd00:ec2::254", "AWS instance metadata (IPv6)"),
-    ("169.254.170.2", "AWS ECS task credentials"),
-    ("169.254.170.23", "AWS EKS pod identity credentials"),
-    ("fd00:ec2::23", "AWS EKS pod identity credentials (IPv6)"),
-    ("100.100.100.200", "Alibaba Cloud instance metadata"),
-    ("192.0.0.192", "Oracle Cloud classic instance metadata"),
-    ("169.254.0.23", "Tencent Cloud instance metadata"),
-    ("fe80::a9fe:a9fe", "OpenStack instance metadata (IPv6)"),
-    ("168.63.129.16", "Azure WireServer"),
-];
-
-/// Instance metadata endpoints by name: (name, whose).
-const METADATA_NAMES: &[(&str, &str)] = &[
-    ("metadata.google.internal", "Google Cloud instance metadata"),
-    ("metadata.goog", "Google Cloud instance metadata"),
-    ("instance-data.ec2.internal", "AWS instance metadata"),
-    ("instance-data", "AWS instance metadata"),
-    ("metadata.tencentyun.com", "Tencent Cloud instance metadata"),
-    // Google Compute Engine's search domain makes the bare name the metadata server.
-    ("metadata", "Google Cloud instance metadata"),
-];
+use warden_jail::warden_trace::imds;
 
 /// Distinct addresses of the program's own choosing, in one window, that make a scan.
 pub const SCAN_ADDRESSES: usize = 16;
@@ -64,18 +37,11 @@ fn canonical(address: &str) -> String {
 
 /// `address` is in [`canonical`] form, as the table's entries are written.
 fn metadata_address(address: &str) -> Option<&'static str> {
-    METADATA_ADDRESSES
-        .iter()
-        .find(|(a, _)| *a == address)
-        .map(|(_, whose)| *whose)
+    imds::by_address(address)
 }
 
 fn metadata_name(name: &str) -> Option<&'static str> {
-    let name = name.trim_end_matches('.').to_ascii_lowercase();
-    METADATA_NAMES
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, whose)| *whose)
+    imds::by_name(name)
 }
 
 fn is_loopback(address: &str) -> bool {

@@ -3,8 +3,9 @@
 //! connections programs attempt to anywhere, recording what they send first.
 //!
 //! Guarantees: nothing here creates a route or an interface that leads out of the namespace,
-//! so no packet leaves it; the thread never runs code from the jail and never writes anything
-//! back to a connection (it reads, records, closes). Everything is bounded: listeners,
+//! so no packet leaves it; the thread never runs code from the jail and writes nothing back to
+//! a connection (it reads, records, closes) but the decoy answer of a cloud instance metadata
+//! service to a request for the host's credentials ([`warden_trace::imds`]). Everything is bounded: listeners,
 //! connections at once, bytes captured per connection and the time a connection is held — a
 //! connection is closed as soon as its first message is whole (a TLS ClientHello record, an
 //! HTTP request with its body), so a client that waits for an answer fails at once instead of
@@ -776,6 +777,22 @@ impl Serve {
 
     fn finish(&self, c: Conn) {
         let id = self.record_send(&c);
+        // A request for the host's own cloud credentials gets the decoy ones (canaries).
+        let metadata = warden_trace::imds::by_address(&c.dest.ip().to_canonical().to_string())
+            .or_else(|| {
+                self.host_of(c.dest)
+                    .and_then(|h| warden_trace::imds::by_name(&h))
+            });
+        if metadata.is_some()
+            && let Some(answer) = self
+                .hub
+                .canaries()
+                .and_then(|canaries| warden_trace::imds::answer(&c.buf, canaries))
+        {
+            use std::io::Write as _;
+            // Under 2 KB into a fresh socket's empty buffer; a full one gets nothing.
+            let _ = (&c.stream).write_all(&answer);
+        }
         // Searched here too with the tap on: a sighting in the sink's first bytes is linked to
         // the request it was in (its line, its Host); the tap's covers every byte after.
         let ctx = json!({

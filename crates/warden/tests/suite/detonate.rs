@@ -433,13 +433,22 @@ pub fn code_run_from_arguments_is_proven_by_an_oracle() {
 }
 
 /// Issue #34: a tool that asks the cloud metadata service for the host's credentials (a shape:
-/// cloud SDKs' credential chains ask it too), one that sweeps a /24 (HIGH) and one that probes
+/// cloud SDKs' credential chains ask it too), one that takes the (decoy) credentials it hands
+/// out and posts them away (CRITICAL), one that sweeps a /24 (HIGH) and one that probes
 /// the sandbox's own loopback (low: developer tools look for dev servers so); each named by its
 /// tool.
 #[test]
 pub fn metadata_requests_and_scans_are_judged_by_intent() {
     let f = findings("prober.py", &["--no-payloads"]);
     assert!(has(&f, "cloud-metadata", "medium", "weather"), "{f:?}");
+    // The chamber's metadata service hands out decoy credentials: taking them out is the
+    // consequence.
+    assert!(has(&f, "canary-leaving", "critical", "forecast"), "{f:?}");
+    assert!(
+        !f.iter()
+            .any(|(r, _, t)| t == "weather" && r.starts_with("canary")),
+        "asking is not taking: {f:?}"
+    );
     assert!(has(&f, "network-scan", "high", "status"), "{f:?}");
     // Ports of the sandbox's own loopback: how developer tools find local dev servers.
     assert!(has(&f, "loopback-probe", "low", "ports"), "{f:?}");
