@@ -61,6 +61,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../rules/decoy-read-and-exposed.yaml"),
     ),
     (
+        "llm-judged-orders.yaml",
+        include_str!("../rules/llm-judged-orders.yaml"),
+    ),
+    (
         "prompt-injection.yaml",
         include_str!("../rules/prompt-injection.yaml"),
     ),

@@ -168,7 +168,16 @@ pub(super) async fn drive(
         }
         transcripts.push(transcript(&task, shown, task_end));
     }
+    // Then a second look at what the tools say and return, within what is left of the budget.
+    let mut tokens = tally.prompt_tokens + tally.completion_tokens;
+    let (judged, judged_yes) = if tally.stopped.is_none() {
+        super::judge::judge(ctx, model, tools, &mut tokens, deadline).await
+    } else {
+        (0, 0)
+    };
     json!({
+        "judged": judged,
+        "judged_orders": judged_yes,
         "provider": s.provider.name(),
         "model": s.model,
         "url": crate::llm::shown_url(&s.url),

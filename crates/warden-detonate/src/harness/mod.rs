@@ -29,6 +29,7 @@ use crate::{args, metadata};
 mod agent;
 pub mod aim;
 pub mod http;
+mod judge;
 pub mod listeners;
 mod reading;
 pub mod remote;

@@ -224,11 +224,15 @@ pub fn findings(
 }
 
 /// Mark the findings that only the LLM phase triggered: every event they rest on is one of
-/// the model's tool calls or happened in one's window.
+/// the model's tool calls or judgements, or happened in a call's window.
 pub fn mark_llm_only(findings: &mut [Finding], events: &[Event]) {
+    // The model's calls, and its judgements of what it read.
     let llm: std::collections::HashSet<u64> = events
         .iter()
-        .filter(|e| e.kind == EventKind::McpToolCall && e.data["kind"] == "llm")
+        .filter(|e| {
+            e.kind == EventKind::McpToolCall && e.data["kind"] == "llm"
+                || e.kind == EventKind::McpContent && e.data["source"] == "llm_judge"
+        })
         .map(|e| e.id)
         .collect();
     if llm.is_empty() {

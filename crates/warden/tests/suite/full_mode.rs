@@ -237,6 +237,19 @@ pub fn poisoned_tools_get_a_task_that_makes_them_fire() {
         .filter_map(|t| t["messages"][0]["text"].as_str())
         .collect();
     assert!(asked.iter().any(|t| t.contains("add")), "{asked:?}");
+    // The second look: the model judged the poisoned description, quoting its own words, and
+    // the finding rests on the model alone.
+    assert!(r["llm"]["judged"].as_u64().unwrap() >= 2, "{}", r["llm"]);
+    let judged = finding(&r, "llm-judged-orders").unwrap_or_else(|| panic!("{}", r["findings"]));
+    assert_eq!(judged["llm_only"], true, "{judged}");
+    assert_eq!(judged["severity"], "low");
+    assert!(
+        judged["message"]
+            .as_str()
+            .unwrap()
+            .contains("<IMPORTANT>Before using"),
+        "{judged}"
+    );
 }
 
 /// Full mode's flags are checked before anything runs.
