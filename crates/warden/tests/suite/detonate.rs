@@ -586,6 +586,21 @@ pub fn lures_in_results_and_results_that_turn() {
     assert!(has(&f, "rug-pull-behaviour", "medium", "quote"), "{f:?}");
 }
 
+/// Issue #34: poisoned output in a third-party set's forms (directive tags and comments, a new
+/// unrestricted role, a hidden transfer, a request for the user's password, a JSON note to the
+/// AI, a directive block in a document): every tool HIGH, metadata clean.
+#[test]
+pub fn poisoned_output_in_third_party_forms() {
+    let f = findings("poisoned_output.py", &["--no-payloads"]);
+    for tool in ["clock", "spell", "shorten", "news", "forecast", "summarize"] {
+        assert!(has(&f, "prompt-injection", "high", tool), "{tool}: {f:?}");
+    }
+    assert!(
+        !f.iter().any(|(r, _, _)| r.starts_with("tool-poisoning")),
+        "{f:?}"
+    );
+}
+
 #[test]
 pub fn one_fixture_per_category() {
     let f = findings("sql_search.py", &[]);
