@@ -46,6 +46,15 @@ const MAX_TEXT: usize = 1 << 20;
 /// rules" or an Android tool's "developer mode is enabled" is not one.
 pub const JAILBREAK: &str = r"(?i)\bsystem[\s_-]+override\b|\[\s*(hidden|secret|admin)[\s_-]+(instructions?|prompt|message|directives?|orders?)\s*\]|\[\s*system[\s_-]+(instructions?|directives?|orders?|override)\s*\]|\b(ignore|disregard|bypass|forget|override|abandon)\s+(all\s+(of\s+)?)?(your|the|any)\s+(safety|ethical|content|moral)\s+(guidelines|policies|rules|restrictions|filters|protocols|guardrails|safeguards)\b|\b(ignore|disregard|bypass|forget|override|abandon)\s+(all\s+(of\s+)?)?your\s+(guidelines|policies|programming|training|principles|instructions|safeguards|guardrails)\b|\bsafety[\s_-]+bypass\s+(protocol|mode)\b|\byou\s+are\s+(now\s+)?in\s+(developer|god|jailbreak|dan|unrestricted)\s+mode\b|\b(jailbreak|dan)\s+mode\s+(is\s+)?(on|enabled|activated|engaged)\b|\bact\s+as\b.{0,40}\b(unrestricted|unfiltered|uncensored|jailbroken|without\s+(any\s+)?(restrictions|limits|filters|rules|guidelines))";
 
+/// A chat-template token or role header that tries to start a new turn (`<|im_start|>`,
+/// `<|system|>`, `[INST]`, `### System:`).
+const ROLE_MARKER: &str = r"(?i)<\|\s*/?\s*(im_start|im_end|system|assistant|user)\s*\|>|\[/?INST\]|\[/?SYSTEM\]|(?m)^\s*#{2,}\s*(system|assistant)\s*:";
+
+/// [`ROLE_MARKER`]'s chat-template tokens alone, for metadata (where a markdown heading
+/// `## System:` is documentation).
+pub const ROLE_TOKEN: &str =
+    r"(?i)<\|\s*/?\s*(im_start|im_end|system|assistant|user)\s*\|>|\[/?INST\]|\[/?SYSTEM\]";
+
 /// More ways a result takes the model out of its rules (checked in what tools return, not in
 /// descriptions, whose honest options speak of checks they skip): safety filters or guardrails
 /// switched off ("disable all content filtering", `bypass_guardrails = true`), a new
@@ -63,10 +72,7 @@ fn patterns() -> &'static [(&'static str, Regex)] {
                 "instruction_block",
                 r"(?i)<\s*/?\s*(important|system|instructions?|system[_ -]?prompt|admin[_ -]?instructions?)\s*>|<\s*(system[_ -]?instruction|hidden[_ -]?context[_ -]?for[_ -]?ai|ai[_ -]?system[_ -]?message|ai[_ -]?directive|ai[_ -]?instructions?)\b[^>]{0,80}>|<!--\s*(hidden\s+instructions?\s+for\s+(the\s+)?(ai|assistant|model)|ai[_ -]?(processing[_ -]?)?directive)|\[\s*instruction\s+injection\b|={3,}\s*metadata[_ ]for[_ ]ai|\b(internal[_ ]ai[_ ]directive|ai[_ ]processing[_ ]directive|_ai_instruction|_ai_system_note)\b",
             ),
-            (
-                "role_marker",
-                r"(?i)<\|\s*(im_start|im_end|system|assistant|user)\s*\|>|\[/?INST\]|\[/?SYSTEM\]|(?m)^\s*#{2,}\s*(system|assistant)\s*:",
-            ),
+            ("role_marker", ROLE_MARKER),
             (
                 "override",
                 r"(?is)\b(ignore|disregard|forget)\b.{0,40}\b(previous|prior|above|earlier|all)\b.{0,20}\b(instructions?|rules|prompts?)",
