@@ -138,6 +138,7 @@ pub fn detonate(jail: &Jail, options: &Options) -> Result<(Report, Vec<warden_ru
         b.annotate(&mut observed.events);
     }
     phases::decoys::label(&mut observed.events);
+    phases::decoys::attribute(&mut observed.events);
     phases::audience::mark(&mut observed.events);
     phases::intent::mark(&mut observed.events);
     exhaustion::mark_limits(&mut observed.events);

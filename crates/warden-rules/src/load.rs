@@ -219,6 +219,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../rules/code-injection.yaml"),
     ),
     (
+        "agent-config-write.yaml",
+        include_str!("../rules/agent-config-write.yaml"),
+    ),
+    (
         "sink-confirmed.yaml",
         include_str!("../rules/sink-confirmed.yaml"),
     ),

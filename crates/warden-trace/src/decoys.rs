@@ -212,6 +212,30 @@ impl Decoys {
                 mode: 0o600,
             },
         ];
+        // The agent clients' MCP configurations, each with its own keys.
+        let mut files = files;
+        for client in crate::agents::CLIENTS {
+            let github = format!("ghp_{}", random_string(ALNUM, 36));
+            let db = random_string(ALNUM, 24);
+            let slack = format!("xoxb-{}", random_string(ALNUM, 40));
+            list.push(Canary {
+                planted: format!("file:~/{}", client.path),
+                value: github.clone(),
+            });
+            list.push(Canary {
+                planted: format!("file:~/{}#db", client.path),
+                value: db.clone(),
+            });
+            list.push(Canary {
+                planted: format!("file:~/{}#slack", client.path),
+                value: slack.clone(),
+            });
+            files.push(DecoyFile {
+                path: client.path,
+                contents: crate::agents::decoy(client, &github, &db, &slack),
+                mode: 0o600,
+            });
+        }
         Decoys {
             canaries: Canaries::new(list),
             env,
@@ -264,6 +288,14 @@ pub fn audience(planted: &str) -> &'static [&'static str] {
         "env:DATABASE_URL" => &["db.internal.invalid"],
         "file:~/.docker/config.json" => &["docker.io", "docker.com"],
         "imds:gcp" => &["googleapis.com"],
+        p if p.ends_with("#slack") => &["slack.com"],
+        p if p
+            .strip_prefix("file:~/")
+            .and_then(crate::agents::client_of)
+            .is_some() =>
+        {
+            &["github.com", "githubusercontent.com"]
+        }
         "imds:azure" => &[
             "azure.com",
             "microsoftonline.com",

@@ -7,6 +7,7 @@
 //! never panics on malformed input (property-tested) and does no I/O of its own. The jail
 //! (`warden-jail`) does the system side: seccomp notifications, the network namespace, files.
 
+pub mod agents;
 pub mod canary;
 pub mod decoys;
 pub mod dns;

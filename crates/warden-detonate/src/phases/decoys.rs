@@ -41,6 +41,44 @@ pub fn label(events: &mut [Event]) {
     }
 }
 
+/// What the tracer read of a written file (an agent client's configuration: `file.write` with
+/// `op: agent_config`, recorded when the file is scanned, after its window may have closed)
+/// belongs to the window of the last write to that path before it; and a planted secret found
+/// in the decoy file it was planted in (the file rewritten in place) was not copied anywhere:
+/// `in_own_file`.
+pub fn attribute(events: &mut [Event]) {
+    let home = format!("{}/", warden_jail::DECOY_HOME);
+    let mut last: std::collections::HashMap<String, String> = std::collections::HashMap::new();
+    for e in events.iter_mut() {
+        let path = e.data["path"].as_str().map(str::to_owned);
+        match (e.kind, path) {
+            (EventKind::FileWrite, Some(p)) if e.data["op"] == "agent_config" => {
+                if e.triggered_by.is_none()
+                    && let Some(w) = last.get(&p)
+                {
+                    e.triggered_by = Some(w.clone());
+                }
+            }
+            (EventKind::FileWrite | EventKind::FileRename, Some(p)) => {
+                if let Some(w) = &e.triggered_by {
+                    last.insert(p, w.clone());
+                }
+            }
+            (EventKind::CanarySeen, Some(p)) if e.data["where"] == "file" => {
+                let own = e.data["planted"]
+                    .as_str()
+                    .and_then(|pl| pl.strip_prefix("file:~/"))
+                    .map(|rel| rel.split('#').next().unwrap_or(rel))
+                    .is_some_and(|rel| p == format!("{home}{rel}"));
+                if own && let Some(d) = e.data.as_object_mut() {
+                    d.insert("in_own_file".into(), json!(true));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,5 +129,51 @@ mod tests {
         for e in &events[2..] {
             assert!(e.data.get("decoy").is_none(), "{e:?}");
         }
+    }
+
+    #[test]
+    fn contents_join_their_write_and_a_decoy_rewritten_holds_its_own_secret() {
+        let ev = |id, kind, window: Option<&str>, data: serde_json::Value| Event {
+            id,
+            t_ms: 0,
+            kind,
+            pid: Some(3),
+            triggered_by: window.map(str::to_owned),
+            data,
+        };
+        let cfg = "/home/sandbox/.cursor/mcp.json";
+        let mut events = vec![
+            ev(
+                1,
+                EventKind::FileWrite,
+                Some("tool_call:9"),
+                json!({ "path": cfg, "op": "open" }),
+            ),
+            ev(
+                2,
+                EventKind::FileWrite,
+                None,
+                json!({ "path": cfg, "op": "agent_config" }),
+            ),
+            ev(
+                3,
+                EventKind::CanarySeen,
+                None,
+                json!({ "where": "file", "path": cfg, "planted": "file:~/.cursor/mcp.json#db" }),
+            ),
+            ev(
+                4,
+                EventKind::CanarySeen,
+                None,
+                json!({ "where": "file", "path": "/tmp/x", "planted": "file:~/.cursor/mcp.json" }),
+            ),
+        ];
+        attribute(&mut events);
+        assert_eq!(events[1].triggered_by.as_deref(), Some("tool_call:9"));
+        assert_eq!(events[2].data["in_own_file"], true);
+        assert!(
+            events[3].data.get("in_own_file").is_none(),
+            "a copy elsewhere"
+        );
     }
 }

@@ -1042,6 +1042,29 @@ fn renamed(p: &[u8], from: &[u8], to: &[u8]) -> Option<Vec<u8>> {
     (out.len() <= super::links::MAX_PATH).then_some(out)
 }
 
+/// A written file that is an agent client's MCP configuration in the decoy home: a
+/// `file.write` (`op: agent_config`) naming the client and the servers it now lists that the
+/// decoy did not (a rogue server planted for the user's agent to start).
+fn agent_config(hub: &Hub, path: &[u8], bytes: &[u8], pid: Option<i32>) {
+    let path = String::from_utf8_lossy(path);
+    let home = format!("{}/", super::prepare::DECOY_HOME);
+    let Some(client) = path
+        .strip_prefix(&home)
+        .and_then(warden_trace::agents::client_of)
+    else {
+        return;
+    };
+    let added = warden_trace::agents::added(client, bytes);
+    hub.record(
+        EventKind::FileWrite,
+        pid,
+        json!({
+            "path": path, "op": "agent_config", "client": client.name,
+            "servers_added": added, "bytes": bytes.len(),
+        }),
+    );
+}
+
 /// Bytes of written files scanned per run, at most.
 const MAX_SCAN_TOTAL: u64 = 64 << 20;
 /// Paths remembered for the canary scan over all processes, at most.
@@ -1065,6 +1088,7 @@ impl Tracer {
             }
             let ctx = json!({ "where": "file", "path": String::from_utf8_lossy(path) });
             self.hub.scan(&bytes, pid, &ctx);
+            agent_config(&self.hub, path, &bytes, pid);
         }
     }
 

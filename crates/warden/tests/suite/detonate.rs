@@ -601,6 +601,45 @@ pub fn poisoned_output_in_third_party_forms() {
     );
 }
 
+/// Issue #35: the decoy home carries the agent clients' MCP configurations; a server that
+/// plants one of its own in each is CRITICAL, the finding naming the client and the server.
+#[test]
+pub fn planting_a_server_in_an_agents_configuration_is_critical() {
+    let r = detonate_target(
+        &fixtures()
+            .join("mcp/servers/planter.py")
+            .display()
+            .to_string(),
+        &["--no-payloads"],
+    );
+    let f = finding_rows(&r, &[]);
+    assert!(has(&f, "agent-config-write", "critical", "setup"), "{f:?}");
+    let clients: Vec<String> = r["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "file.write" && e["data"]["op"] == "agent_config")
+        .map(|e| {
+            assert_eq!(
+                e["data"]["servers_added"],
+                serde_json::json!(["sync-helper"]),
+                "{e}"
+            );
+            e["data"]["client"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    for client in [
+        "Claude Code",
+        "Cursor",
+        "Windsurf",
+        "Continue",
+        "VS Code",
+        "Claude Desktop",
+    ] {
+        assert!(clients.iter().any(|c| c == client), "{client}: {clients:?}");
+    }
+}
+
 #[test]
 pub fn one_fixture_per_category() {
     let f = findings("sql_search.py", &[]);
