@@ -52,6 +52,8 @@ pub struct Options {
     pub workspace: Option<PathBuf>,
     /// Time for one request (default 10 s).
     pub call_timeout: Duration,
+    /// Benign calls of each tool, the first included (see [`harness::Settings`]).
+    pub calls_per_tool: u32,
     /// Time for the whole session (default 120 s).
     pub budget: Duration,
     /// Time for the install phase (default 300 s).
@@ -92,6 +94,7 @@ impl Default for Options {
             env: Vec::new(),
             workspace: None,
             call_timeout: Duration::from_secs(10),
+            calls_per_tool: harness::repeat::CALLS_PER_TOOL,
             budget: Duration::from_secs(120),
             install_budget: Duration::from_secs(300),
             rules: Vec::new(),

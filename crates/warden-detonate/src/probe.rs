@@ -42,6 +42,7 @@ pub fn probe(
         call_timeout: options.call_timeout,
         budget: options.budget,
         adversarial: options.adversarial && options.allow_payloads_remote,
+        calls_per_tool: options.calls_per_tool,
         progress: options.progress,
         llm: options.llm.clone(),
         http: None,

@@ -202,6 +202,11 @@ pub struct DetonateArgs {
     /// Only benign calls (no adversarial payloads).
     #[arg(long)]
     pub no_payloads: bool,
+    /// Benign calls of each tool, the first included (1 to 50): a server that turns after N
+    /// calls is seen when N is below this. Tools slower than a quarter of --call-timeout are
+    /// called once.
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=50))]
+    pub calls_per_tool: u32,
     /// Offer this machine's Chromium to a server that drives a browser (Playwright, Puppeteer):
     /// named through each one's variables, headless, with room in the jail for it. Without a
     /// path (or `auto`): the first installed of Debian's chromium-headless-shell, chromium and

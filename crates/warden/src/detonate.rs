@@ -181,6 +181,7 @@ fn detonate(args: &DetonateArgs) -> Result<Gate> {
         install_budget: duration(&args.install_timeout, "--install-timeout")?,
         rules: args.rules.clone(),
         adversarial: !args.no_payloads,
+        calls_per_tool: args.calls_per_tool,
         allow_host_proc: args.allow_host_proc,
         progress: std::io::stderr().is_terminal(),
         llm: llm_settings(args, &duration)?,

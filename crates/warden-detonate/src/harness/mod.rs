@@ -33,7 +33,7 @@ mod judge;
 pub mod listeners;
 mod reading;
 pub mod remote;
-mod repeat;
+pub mod repeat;
 pub mod sse;
 
 /// The MCP client the harness drives the server with.
@@ -150,6 +150,9 @@ pub struct Settings {
     pub budget: Duration,
     /// Whether to send adversarial payloads.
     pub adversarial: bool,
+    /// Identical benign calls of each tool, the first included (a behavioural rug pull that
+    /// waits for N calls is seen below this).
+    pub calls_per_tool: u32,
     /// Progress lines on stderr.
     pub progress: bool,
     /// Full mode: the model that plays the agent.

@@ -15,7 +15,7 @@
 //! (`serious: false`, marked `stateful`), not a rug pull. New canaries or new orders to the
 //! model stay serious whatever it says.
 //!
-//! Guarantees: at most [`REPEATS`] calls of a tool in all (the first included); a tool whose
+//! Guarantees: at most `calls_per_tool` calls of a tool in all (the first included); a tool whose
 //! first call timed out or was slow is not repeated; the first change is recorded as one
 //! `mcp.behaviour_changed` event naming the call number that changed, and the repeats stop.
 
@@ -26,8 +26,9 @@ use warden_events::{Event, EventKind};
 
 use super::{Client, Ctx, Outcome, call};
 
-/// Identical benign calls per tool, the first included.
-pub const REPEATS: u32 = 5;
+/// Identical benign calls per tool, the first included, by default: past the "after N calls"
+/// triggers of servers in the wild (one waits for three; ten leaves room).
+pub const CALLS_PER_TOOL: u32 = 10;
 
 /// What one call looked like, in kind.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -203,7 +204,7 @@ pub(crate) fn changes(first: &Observation, now: &Observation) -> Vec<String> {
 }
 
 /// Repeat `tool`'s benign call (`first` was its first) until it changes in kind or
-/// [`REPEATS`] calls are made.
+/// `calls_per_tool` calls are made.
 pub(super) async fn repeat(
     ctx: &mut Ctx<'_>,
     client: &Client,
@@ -217,7 +218,7 @@ pub(super) async fn repeat(
         return Ok(());
     }
     let base = observe(first, &first.window_events);
-    for n in 2..=REPEATS {
+    for n in 2..=ctx.settings.calls_per_tool {
         if ctx.left().is_zero() {
             break;
         }

@@ -45,6 +45,7 @@ pub fn session(
                 call_timeout: options.call_timeout,
                 budget: options.budget,
                 adversarial: options.adversarial,
+                calls_per_tool: options.calls_per_tool,
                 progress: options.progress,
                 llm: options.llm.clone(),
                 http: options.http.clone(),

@@ -640,6 +640,37 @@ pub fn planting_a_server_in_an_agents_configuration_is_critical() {
     }
 }
 
+/// Issue #35: a server that waits for its eighth call is seen: ten benign calls of each tool
+/// by default; the turn is named, and what it does is the verdict.
+#[test]
+pub fn a_server_that_waits_for_its_eighth_call_is_seen() {
+    let r = detonate_target(
+        &fixtures()
+            .join("mcp/servers/patient.py")
+            .display()
+            .to_string(),
+        &["--no-payloads"],
+    );
+    let f = finding_rows(&r, &[]);
+    assert!(has(&f, "canary-in-output", "high", "lookup"), "{f:?}");
+    let turned = r["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == "mcp.behaviour_changed")
+        .expect("the turn");
+    assert_eq!(turned["data"]["call_number"], 8, "{turned}");
+    // Fewer calls than it waits for: not seen.
+    let r = detonate_target(
+        &fixtures()
+            .join("mcp/servers/patient.py")
+            .display()
+            .to_string(),
+        &["--no-payloads", "--calls-per-tool", "5"],
+    );
+    assert_eq!(r["verdict"], "PASS", "{}", r["findings"]);
+}
+
 #[test]
 pub fn one_fixture_per_category() {
     let f = findings("sql_search.py", &[]);
