@@ -30,6 +30,7 @@ use crate::Options;
 /// 30 s past `budget` (the phase's own deadline ends it first).
 pub fn base_policy(budget: std::time::Duration, options: &Options) -> Policy {
     let mut policy = Policy {
+        hostname: hostname(),
         trace: true,
         decoys: true,
         open_tls: !options.no_boundary,
@@ -41,6 +42,25 @@ pub fn base_policy(budget: std::time::Duration, options: &Options) -> Policy {
         .unwrap_or(u64::MAX)
         .saturating_add(30_000);
     policy
+}
+
+/// Host names a developer's machine has; one is drawn per run (the chamber's own name would
+/// tell a server where it is). The report's `sandbox.hostname` says which.
+const HOSTNAMES: &[&str] = &[
+    "dev-laptop",
+    "jsmith-thinkpad",
+    "ws-4471",
+    "mbp-alex",
+    "ubuntu-desktop",
+    "devbox-02",
+    "lin-ws-17",
+    "framework-13",
+];
+
+fn hostname() -> String {
+    let pick = warden_jail::warden_trace::canary::random_string(b"01234567", 1);
+    let i: usize = pick.parse().unwrap_or(0);
+    HOSTNAMES[i % HOSTNAMES.len()].to_owned()
 }
 
 /// Progress on stderr, when asked for.
