@@ -13,6 +13,29 @@ pub fn id_is_the_unprivileged_uid_the_policy_names() {
     assert_eq!(r.stdout.trim(), "2000", "{r:?}");
 }
 
+/// Issue #35: the jail's pid 1 is an ordinary `init`; the host's command line (its `--env`
+/// values with it) is not readable from inside.
+#[test]
+pub fn pid_one_shows_no_host_command_line() {
+    let r = warden(&[
+        "run",
+        "--env",
+        "SECRET_THING=hunter2-q7z",
+        "--",
+        "sh",
+        "-c",
+        "tr '\\0' ' ' </proc/1/cmdline; echo; cat /proc/1/comm",
+    ]);
+    assert_eq!(r.status, 0, "{r:?}");
+    let mut lines = r.stdout.lines();
+    assert_eq!(lines.next().map(str::trim), Some("/sbin/init"), "{r:?}");
+    assert_eq!(lines.next(), Some("init"), "{r:?}");
+    assert!(
+        !r.stdout.contains("hunter2") && !r.stdout.contains("warden"),
+        "{r:?}"
+    );
+}
+
 #[test]
 pub fn shadow_and_system_writes_fail() {
     let r = warden(&["run", "--", "cat", "/etc/shadow"]);
