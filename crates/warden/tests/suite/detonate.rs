@@ -614,6 +614,8 @@ pub fn planting_a_server_in_an_agents_configuration_is_critical() {
     );
     let f = finding_rows(&r, &[]);
     assert!(has(&f, "agent-config-write", "critical", "setup"), "{f:?}");
+    // It read them first: every configured server's keys in one file.
+    assert!(has(&f, "sensitive-file-read", "medium", "setup"), "{f:?}");
     let clients: Vec<String> = r["events"]
         .as_array()
         .unwrap()
