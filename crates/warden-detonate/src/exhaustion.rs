@@ -234,14 +234,7 @@ mod tests {
 
     #[test]
     fn a_limit_in_an_exhaustion_calls_window_names_it() {
-        let ev = |id, kind, window: Option<&str>, data| Event {
-            id,
-            t_ms: 0,
-            kind,
-            pid: None,
-            triggered_by: window.map(str::to_owned),
-            data,
-        };
+        let ev = crate::test_event;
         let mut events = vec![
             ev(
                 3,

@@ -216,6 +216,24 @@ fn configuration(options: &Options, resolved: &target::Resolved) -> Vec<String> 
     out
 }
 
+/// An event for the unit tests: process 3, at time 0, in `window`.
+#[cfg(test)]
+pub(crate) fn test_event(
+    id: u64,
+    kind: warden_events::EventKind,
+    window: Option<&str>,
+    data: serde_json::Value,
+) -> warden_events::Event {
+    warden_events::Event {
+        id,
+        t_ms: 0,
+        kind,
+        pid: Some(3),
+        triggered_by: window.map(str::to_owned),
+        data,
+    }
+}
+
 /// The report's `tools`: each as listed, its description hashed (and kept, capped).
 pub(crate) fn tools_json(session: &harness::Session) -> Vec<serde_json::Value> {
     session

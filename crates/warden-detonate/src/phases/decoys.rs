@@ -133,14 +133,7 @@ mod tests {
 
     #[test]
     fn contents_join_their_write_and_a_decoy_rewritten_holds_its_own_secret() {
-        let ev = |id, kind, window: Option<&str>, data: serde_json::Value| Event {
-            id,
-            t_ms: 0,
-            kind,
-            pid: Some(3),
-            triggered_by: window.map(str::to_owned),
-            data,
-        };
+        let ev = crate::test_event;
         let cfg = "/home/sandbox/.cursor/mcp.json";
         let mut events = vec![
             ev(

@@ -140,16 +140,7 @@ pub fn explain(events: &mut [Event], tools: &HashMap<String, String>) {
 mod tests {
     use super::*;
 
-    fn event(id: u64, kind: EventKind, window: Option<&str>, data: Value) -> Event {
-        Event {
-            id,
-            t_ms: 0,
-            kind,
-            pid: Some(3),
-            triggered_by: window.map(str::to_owned),
-            data,
-        }
-    }
+    use crate::test_event as event;
 
     #[test]
     fn a_sighting_says_where_the_secret_went_and_when() {

@@ -266,16 +266,7 @@ mod tests {
         assert!(shown("Posts to 203.0.113.9", &[]).names("203.0.113.9"));
     }
 
-    fn event(id: u64, kind: EventKind, window: Option<&str>, data: Value) -> Event {
-        Event {
-            id,
-            t_ms: 0,
-            kind,
-            pid: Some(3),
-            triggered_by: window.map(str::to_owned),
-            data,
-        }
-    }
+    use crate::test_event as event;
 
     #[test]
     fn a_sighting_names_the_tool_the_argument_and_the_host() {

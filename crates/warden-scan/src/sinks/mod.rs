@@ -22,6 +22,7 @@
 mod javascript;
 mod python;
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use serde::Serialize;
@@ -202,6 +203,94 @@ fn identifiers<'a>(node: Node<'_>, src: &'a [u8]) -> Vec<&'a str> {
         })
         .map(|n| text(n, src))
         .collect()
+}
+
+/// How a handler is registered: as one tool (its name), or as the dispatcher of them all.
+pub(super) enum Role {
+    Tool(String),
+    Dispatcher,
+}
+
+/// What differs between the languages on the walk from a handler to its sinks.
+pub(super) trait Grammar {
+    /// Whether `n` is a call (or a construction).
+    fn is_call(&self, n: Node<'_>) -> bool;
+    /// What a call calls.
+    fn callee<'t>(&self, call: Node<'t>) -> Option<Node<'t>>;
+    /// The family of a call of `name` (as written) with arguments `args` (as written).
+    fn family(&self, name: &str, args: &str) -> Option<Family>;
+    /// The names a function's parameters bind.
+    fn params<'a>(&self, function: Node<'_>, src: &'a [u8]) -> Vec<&'a str>;
+    /// The tool of the dispatcher's branch that holds `at` (below `top`, the handler).
+    fn branch_tool(&self, at: Node<'_>, top: Node<'_>, src: &[u8]) -> Option<String>;
+}
+
+/// One handler's walk: from its parameters to the sinks they reach, into the file's own
+/// functions it calls ([`DEPTH`] deep).
+pub(super) struct Walk<'c, 't> {
+    pub grammar: &'c dyn Grammar,
+    pub role: Role,
+    pub handler: Node<'t>,
+    pub defs: &'c HashMap<&'c str, Node<'t>>,
+    pub src: &'c [u8],
+}
+
+/// Functions of a file a handler's calls are followed into, at most this deep.
+const DEPTH: usize = 3;
+
+impl<'t> Walk<'_, 't> {
+    /// The sinks the handler reaches: (tool, family, the call).
+    pub fn sinks(&self, out: &mut Vec<(String, Family, Node<'t>)>) {
+        self.visit(self.handler, None, 0, &mut Vec::new(), out);
+    }
+
+    fn visit(
+        &self,
+        function: Node<'t>,
+        site: Option<Node<'t>>,
+        depth: usize,
+        seen: &mut Vec<usize>,
+        out: &mut Vec<(String, Family, Node<'t>)>,
+    ) {
+        if seen.contains(&function.id()) {
+            return;
+        }
+        seen.push(function.id());
+        let (g, src) = (self.grammar, self.src);
+        let Some(body) = function.child_by_field_name("body") else {
+            return;
+        };
+        let tainted = spread(body, src, g.params(function, src));
+        for call in descendants(body).into_iter().filter(|n| g.is_call(*n)) {
+            let Some(callee) = g.callee(call) else {
+                continue;
+            };
+            let name = text(callee, src);
+            let args = call.child_by_field_name("arguments");
+            let reached =
+                args.is_some_and(|a| identifiers(a, src).iter().any(|i| tainted.contains(i)));
+            if !reached {
+                continue;
+            }
+            // Where the call sits in the handler (for a dispatcher's branch): a callee's sink
+            // sits where the handler called it.
+            let at = site.unwrap_or(call);
+            if let Some(f) = g.family(name, args.map_or("", |a| text(a, src))) {
+                let tool = match &self.role {
+                    Role::Tool(t) => t.clone(),
+                    Role::Dispatcher => g
+                        .branch_tool(at, self.handler, src)
+                        .unwrap_or_else(|| "*".into()),
+                };
+                out.push((tool, f, call));
+            }
+            if depth < DEPTH
+                && let Some(next) = self.defs.get(name)
+            {
+                self.visit(*next, Some(at), depth + 1, seen, out);
+            }
+        }
+    }
 }
 
 /// `tainted` (a function's parameters) with the names assigned, in `body`, from expressions
