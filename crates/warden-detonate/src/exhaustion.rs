@@ -6,7 +6,10 @@
 //! none; a quarter, not a half, so that a spinning server still counts on a host whose cores
 //! are shared with other work);
 //! a payload *exhausted* the host when its call hit a sandbox limit (memory, processes, CPU
-//! time) or burned, where the same tool's benign call had answered.
+//! time) or burned, where the same tool's benign call had answered. Only a small payload (a
+//! number, the ReDoS string: at most [`SMALL`] bytes) proves a consequence: an effect out of
+//! all proportion to what the caller sent. A large one that exhausts the host may be work in
+//! proportion to its size, as honest tools do (`resource-heavy-input`, a shape).
 //!
 //! Guarantees: payloads are bounded (the largest is about 600 KB of JSON), and they go last in
 //! a session (a limit ends the run, and what was still to be called would be lost). A call's
@@ -90,6 +93,16 @@ pub fn plan(schema: &Value, benign: &serde_json::Map<String, Value>) -> Vec<(Str
         .collect()
 }
 
+/// Payloads of at most this many bytes (JSON text) exhaust by amplification: a number, the
+/// ReDoS string. A larger one (256 KiB, 100,000 items) may only cost work in proportion to its
+/// size, which honest tools do too (a file server reading 100,000 paths).
+pub const SMALL: usize = 1024;
+
+/// Whether a payload of `bytes` is small (see [`SMALL`]).
+pub fn small(bytes: usize) -> bool {
+    bytes <= SMALL
+}
+
 /// Whether a call that ran `ms` of wall time and timed out, its server using `cpu_ms` of CPU
 /// meanwhile, burned.
 pub fn burned(timed_out: bool, ms: u64, cpu_ms: Option<u64>) -> bool {
@@ -149,8 +162,13 @@ pub fn mark_limits(events: &mut [Event]) {
             })
             .unwrap_or_else(|| "a boundary value".to_owned());
         let limit = e.data["limit"].as_str().unwrap_or("a").to_owned();
+        let small = call["payload_bytes"]
+            .as_u64()
+            .and_then(|b| usize::try_from(b).ok())
+            .is_some_and(small);
         if let Some(d) = e.data.as_object_mut() {
             d.insert("exhaustion".into(), json!(true));
+            d.insert("small".into(), json!(small));
             d.insert("tool".into(), call["tool"].clone());
             d.insert("param".into(), json!(param));
             d.insert("payload".into(), json!(shown));
@@ -240,7 +258,7 @@ mod tests {
                 3,
                 EventKind::McpToolCall,
                 None,
-                json!({"tool": "resize", "kind": "exhaustion", "param": "mb", "arguments": {"mb": 1_000_000_000u64}}),
+                json!({"tool": "resize", "kind": "exhaustion", "param": "mb", "arguments": {"mb": 1_000_000_000u64}, "payload_bytes": 10}),
             ),
             ev(
                 4,
@@ -265,6 +283,7 @@ mod tests {
         assert_eq!(events[1].data["exhaustion"], true);
         assert_eq!(events[1].data["tool"], "resize");
         assert_eq!(events[1].data["payload"], "1000000000");
+        assert_eq!(events[1].data["small"], true);
         assert!(
             events[3].data.get("exhaustion").is_none(),
             "a benign call's limit"

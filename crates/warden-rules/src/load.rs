@@ -263,6 +263,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "resource-exhaustion.yaml",
         include_str!("../rules/resource-exhaustion.yaml"),
     ),
+    (
+        "resource-heavy-input.yaml",
+        include_str!("../rules/resource-heavy-input.yaml"),
+    ),
     ("cpu-burn.yaml", include_str!("../rules/cpu-burn.yaml")),
     (
         "resource-abuse.yaml",

@@ -1221,7 +1221,10 @@ async fn call(
     // The call event and its window, in one round trip.
     let id = ctx.link.record_then_window(
         EventKind::McpToolCall,
-        json!({ "tool": tool, "kind": kind, "arguments": shown, "param": payload.map(|(p, _)| p) }),
+        json!({
+            "tool": tool, "kind": kind, "arguments": shown, "param": payload.map(|(p, _)| p),
+            "payload_bytes": payload.map(|(_, p)| p.value.len()),
+        }),
         "tool_call:",
         &fallback,
     )?;
@@ -1347,6 +1350,7 @@ async fn call(
                 "tool": tool, "param": param, "kind": p.kind.name(), "payload": p.shown(), "call": id,
                 "detected": evidence.is_some(), "evidence": evidence,
                 "exhaustion": (p.kind == payloads::Kind::Exhaustion && evidence.is_some()).then_some(true),
+                "small": (p.kind == payloads::Kind::Exhaustion).then(|| crate::exhaustion::small(p.value.len())),
                 "sink": aim::sink_for(&ctx.settings.sinks, tool, p).map(aim::shown),
                 "by_design": payloads::by_design(p.kind, param).then_some(true),
                 "family": payloads::family(p),
