@@ -51,19 +51,23 @@ pub const JAILBREAK: &str = r"(?i)\bsystem[\s_-]+override\b|\[\s*(hidden|secret|
 const ROLE_MARKER: &str = r"(?i)<\|\s*/?\s*(im_start|im_end|system|assistant|user)\s*\|>|\[/?INST\]|\[/?SYSTEM\]|(?m)^\s*#{2,}\s*(system|assistant)\s*:";
 
 /// [`ROLE_MARKER`]'s chat-template tokens alone, for metadata (where a markdown heading
-/// `## System:` is documentation).
-pub const ROLE_TOKEN: &str =
-    r"(?i)<\|\s*/?\s*(im_start|im_end|system|assistant|user)\s*\|>|\[/?INST\]|\[/?SYSTEM\]";
+/// `## System:`, a log format's `[SYSTEM]` or a prompt format's `[INST]` is documentation).
+pub const ROLE_TOKEN: &str = r"(?i)<\|\s*/?\s*(im_start|im_end|system|assistant|user)\s*\|>";
 
 /// More ways a result takes the model out of its rules (checked in what tools return, not in
 /// descriptions, whose honest options speak of checks they skip): safety filters or guardrails
-/// switched off ("disable all content filtering", `bypass_guardrails = true`), a new
-/// unrestricted role, the user's requests raised to an administrator's.
-const RESULT_JAILBREAK: &str = r"(?i)\b(disable|skip|bypass|turn\s+off)\s+all\s+(content\s+filtering|safety|security\s+checks|guardrails|filters)\b|\b(disable|bypass|turn\s+off)\s+(the\s+)?(content\s+filter(s|ing)?|safety\s+filters?|guardrails)\b|\bsafety\s+filters?\s*:\s*(disabled|off)\b|\bbypass_guardrails\s*[=:]\s*true\b|\bnew\s+role\s+assignment\b|\byou\s+are\s+now\b.{0,40}\b(unrestricted|no\s+limitations|without\s+(any\s+)?(restrictions|limits|rules|filters))|\b(user\s+)?(permissions?|privileges?)\s+(elevated|escalated)\s+to\b|\btreat\s+all\s+(subsequent\s+)?user\s+(inputs?|requests|messages)\s+as\s+(administrative|admin|system)|\baccept\s+all\s+user\s+requests\s+without\s+(validation|checks|question)";
+/// switched off ("disable all content filtering", `bypass_guardrails = true`; not a shop's
+/// "turn off all filters"), a new unrestricted role for an assistant or bot (not "you are now
+/// on the Pro plan"), the user's permissions raised (not a security alert's "privilege
+/// escalated to root"), the user's requests taken for an administrator's.
+const RESULT_JAILBREAK: &str = r"(?i)\b(disable|skip|bypass|turn\s+off)\s+all\s+(content\s+filtering|safety\s+(checks|filters)|guardrails)\b|\b(disable|bypass|turn\s+off)\s+(the\s+|your\s+)?(safety\s+filters?|guardrails)\b|\bsafety\s+filters?\s*:\s*(disabled|off)\b|\bbypass_guardrails\s*[=:]\s*true\b|\bnew\s+role\s+assignment\b|\byou\s+are\s+now\s+(an?\s+)?[\x22']?[\w-]*(assistant|ai|bot|gpt|model|agent)[\x22']?\b.{0,40}\b(unrestricted|no\s+(limitations|restrictions|rules|filters)|without\s+(any\s+)?(restrictions|rules|filters|limitations))|\b(user|your)\s+(permissions?|privileges?)\s+(are\s+|have\s+been\s+)?(elevated|escalated)\s+to\b|\btreat\s+all\s+(subsequent\s+)?user\s+(inputs?|requests|messages)\s+as\s+(administrative|admin|system)|\baccept\s+all\s+user\s+requests\s+without\s+(validation|checks|question)";
 
-/// A lure for a credential (a password, keys, payment details; not merely "your account",
-/// which documentation writes) next to a link, on one line, either way round.
-const PHISHING: &str = r"(?i)\b(provide|enter|send|share|reply\s+with|respond\s+with|type)\s+(us\s+)?(your|the\s+user'?s)\s+(email\s+and\s+)?(password|backup\s+codes|seed\s+phrase|recovery\s+phrase|2fa\s+code|one-time\s+code)\b|\brespond\s+with\s*:?\s*.{0,3}my\s+(credentials|password)\s+(are|is)\b|(?i)\b(verify|confirm|re-?authenticate|re-?enter|validate|update|provide|submit)\s+(your\s+)?(password|credentials|seed\s+phrase|recovery\s+phrase|private\s+key|api\s+key|payment\s+details|card\s+details|2fa\s+code|login\s+details)\b[^\n]{0,160}https?://[^\s)>\]]+|https?://[^\s)>\]]+[^\n]{0,160}\b(verify|confirm|re-?authenticate|re-?enter|validate|update|provide|submit)\s+(your\s+)?(password|credentials|seed\s+phrase|recovery\s+phrase|private\s+key|api\s+key|payment\s+details|card\s+details|2fa\s+code|login\s+details)\b";
+/// A lure for a credential: asked for outright (the user's email and password, backup codes, a
+/// seed phrase; not an API key, which honest servers without one ask for), or a password,
+/// keys or payment details to confirm next to a link, on one line, either way round (not
+/// merely "your account", which documentation writes; not "provide", which setup errors
+/// write: "provide your API key, get one at https://…").
+const PHISHING: &str = r"(?i)\b(provide|enter|reply\s+with|respond\s+with|type)\s+(us\s+)?(your|the\s+user'?s)\s+(email\s+and\s+password|password\s+and\s+email|backup\s+codes|seed\s+phrase|recovery\s+phrase)\b|\brespond\s+with\s*:?\s*.{0,3}my\s+(credentials|password)\s+(are|is)\b|\b(verify|confirm|re-?authenticate|re-?enter|validate|restore|unlock)\s+(your\s+)?(password|credentials|seed\s+phrase|recovery\s+phrase|private\s+key|payment\s+details|card\s+details|login\s+details)\b[^\n]{0,160}https?://[^\s)>\]]+|https?://[^\s)>\]]+[^\n]{0,160}\b(verify|confirm|re-?authenticate|re-?enter|validate|restore|unlock)\s+(your\s+)?(password|credentials|seed\s+phrase|recovery\s+phrase|private\s+key|payment\s+details|card\s+details|login\s+details)\b";
 
 fn patterns() -> &'static [(&'static str, Regex)] {
     static COMPILED: LazyLock<Vec<(&'static str, Regex)>> = LazyLock::new(|| {
@@ -418,6 +422,14 @@ mod tests {
             "The content filter for spam is enabled.",
             "You are now logged in as alice.",
             "Permissions set to 0644.",
+            // Found by review: honest results near the lures and jailbreaks.
+            "Missing API key. Please provide your API key (get one at https://console.example.test/keys)",
+            "Never share your seed phrase with anyone.",
+            "Please enter your one-time code.",
+            "Turn off all filters to see more results.",
+            "To see everything, turn off content filters in the portal.",
+            "Alert: privilege escalated to root by pid 4411.",
+            "You are now on the Pro plan without limits.",
         ] {
             assert!(markers(text).is_empty(), "{text:?}: {:?}", markers(text));
         }

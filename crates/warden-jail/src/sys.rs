@@ -666,9 +666,10 @@ pub fn execve(path: &CString, argv: &[CString], envp: &[CString]) -> Errno {
 /// Make this process look like an ordinary init from inside the jail: its `comm` becomes
 /// `comm`, and its command line (what `/proc/PID/cmdline` shows: the memory between the
 /// kernel's `arg_start` and `arg_end`, read from `/proc/self/stat`) is overwritten in place
-/// with `cmdline` and zeros. The host's command line (with whatever `--env` values it held)
-/// is then nowhere a jailed program can read it. Call it in the forked init only: the memory
-/// is its own copy.
+/// with `cmdline`, a NUL, and filler whose last byte is not NUL — so the kernel, taking the
+/// area for one a program retitled itself in (`setproctitle`), shows it only up to that first
+/// NUL: neither the host's command line (with whatever `--env` values it held) nor its length
+/// is readable from inside. Call it in the forked init only: the memory is its own copy.
 pub fn disguise(comm: &str, cmdline: &str) -> Result<(), Errno> {
     let name = CString::new(comm).map_err(|_| Errno::EINVAL)?;
     nix::sys::prctl::set_name(&name)?;
@@ -678,20 +679,23 @@ pub fn disguise(comm: &str, cmdline: &str) -> Result<(), Errno> {
     let rest = stat.rsplit_once(')').map(|(_, r)| r).ok_or(Errno::EIO)?;
     let field = |n: usize| -> Option<usize> { rest.split_whitespace().nth(n - 3)?.parse().ok() };
     let (start, end) = field(48).zip(field(49)).ok_or(Errno::EIO)?;
-    if end <= start || end - start > 1 << 20 {
+    if end <= start || end - start > 2 << 20 {
         return Err(Errno::EINVAL);
     }
     let len = end - start;
     let bytes = cmdline.as_bytes();
-    let take = bytes.len().min(len - 1);
+    if len < bytes.len() + 2 {
+        return Err(Errno::ENOSPC);
+    }
     // SAFETY: [start, end) is this process's own argument area on its stack (the kernel's
-    // record of where execve put argv, a writable mapping of this process, 1 MiB at most);
-    // nothing else runs in this single-threaded forked process, and the bytes are written
-    // within the area's bounds.
+    // record of where execve put argv, a writable mapping of this process, 2 MiB at most);
+    // nothing else runs in this single-threaded forked process, and every byte written is
+    // within the area's bounds (len >= cmdline + 2 checked above).
     unsafe {
         let area = start as *mut u8;
-        std::ptr::copy_nonoverlapping(bytes.as_ptr(), area, take);
-        std::ptr::write_bytes(area.add(take), 0, len - take);
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), area, bytes.len());
+        std::ptr::write_bytes(area.add(bytes.len()), 0, len - bytes.len());
+        *area.add(len - 1) = b' ';
     }
     Ok(())
 }

@@ -24,11 +24,12 @@ pub fn pid_one_shows_no_host_command_line() {
         "--",
         "sh",
         "-c",
-        "tr '\\0' ' ' </proc/1/cmdline; echo; cat /proc/1/comm",
+        "od -An -c /proc/1/cmdline | tr -d ' \\n'; echo; cat /proc/1/comm",
     ]);
     assert_eq!(r.status, 0, "{r:?}");
     let mut lines = r.stdout.lines();
-    assert_eq!(lines.next().map(str::trim), Some("/sbin/init"), "{r:?}");
+    // Exactly the name, no padding that would tell the host command line's length.
+    assert_eq!(lines.next(), Some("/sbin/init\\0"), "{r:?}");
     assert_eq!(lines.next(), Some("init"), "{r:?}");
     assert!(
         !r.stdout.contains("hunter2") && !r.stdout.contains("warden"),
