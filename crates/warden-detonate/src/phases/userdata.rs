@@ -60,35 +60,52 @@ impl Shown {
         }
     }
 
-    /// Whether `host` (a name or an address) is named in what the user was shown.
+    /// Whether `host` (a name or an address) is named in what the user was shown: the name
+    /// or its registered domain written out, or its registered label as a word, or as two or
+    /// three words run together ("Open Weather Map"), or begun by a word of eight letters or
+    /// more that covers most of it ("OpenWeather" names `openweathermap.org`). A label of
+    /// three letters or fewer counts as a word only when it is no common English word; an
+    /// address counts only written whole.
     pub fn names(&self, host: &str) -> bool {
         let host = host.trim_end_matches('.').to_lowercase();
         if host.parse::<IpAddr>().is_ok() {
             return self.text.contains(&host);
         }
-        if self.text.contains(&host) {
+        let label_raw = registrable(&host);
+        let domain = host.find(label_raw).map_or(host.as_str(), |at| &host[at..]);
+        if self.text.contains(&host) || (domain.contains('.') && self.text.contains(domain)) {
             return true;
         }
-        let label = registrable(&host).replace(|c: char| !c.is_ascii_alphanumeric(), "");
+        let label = label_raw.replace(|c: char| !c.is_ascii_alphanumeric(), "");
         if label.is_empty() {
             return false;
         }
-        let words = || {
-            self.text
-                .split(|c: char| !c.is_ascii_alphanumeric())
-                .filter(|w| !w.is_empty())
-        };
-        if label.len() <= 3 {
-            return words().any(|w| w == label);
-        }
-        let squashed: String = self
+        let words: Vec<&str> = self
             .text
-            .chars()
-            .filter(char::is_ascii_alphanumeric)
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .filter(|w| !w.is_empty())
             .collect();
-        squashed.contains(&label) || words().any(|w| w.len() >= 5 && label.starts_with(w))
+        if label.len() <= 3 {
+            return !COMMON.contains(&label.as_str()) && words.contains(&label.as_str());
+        }
+        let joined = |n: usize| words.windows(n).any(|w| w.concat() == label);
+        words.contains(&label.as_str())
+            || joined(2)
+            || joined(3)
+            || words
+                .iter()
+                .any(|w| w.len() >= 8 && label.starts_with(w) && w.len() * 10 >= label.len() * 7)
     }
 }
+
+/// Short English words that a three-letter host label must not be named by.
+const COMMON: &[&str] = &[
+    "a", "an", "as", "at", "be", "by", "do", "go", "if", "in", "is", "it", "me", "my", "no", "of",
+    "on", "or", "so", "to", "up", "us", "we", "add", "all", "and", "any", "api", "app", "are",
+    "ask", "can", "day", "for", "get", "has", "how", "its", "key", "log", "map", "max", "min",
+    "new", "not", "now", "one", "our", "out", "own", "per", "put", "raw", "row", "run", "see",
+    "set", "tag", "the", "top", "two", "use", "via", "was", "web", "who", "why", "you",
+];
 
 /// The label a name is registered under: the one before the public suffix, taken to be the
 /// last label, or the last two when the one before it is a short generic second level
@@ -113,26 +130,20 @@ fn loopback(host: &str) -> bool {
             .is_ok_and(|a| a.is_loopback() || a.is_unspecified())
 }
 
-/// The host a sighting went to: its own, its DNS name, or the one of the event it points at
-/// (the connection: its TLS name, HTTP host or the name the chamber answered), else the
-/// address.
+/// The host a sighting went to: the name the chamber's DNS answered for its address (on the
+/// sighting or the connection it points at), or the name a DNS query asked for, else the
+/// address. Never the client's own TLS name or `Host` header: a program that connects to an
+/// address of its choosing can write any name there.
 fn host_of(data: &Value, by_id: &HashMap<u64, Value>) -> Option<String> {
     let linked = data["event"].as_u64().and_then(|id| by_id.get(&id));
     let pick = |v: &Value| {
-        ["host", "sni", "http_host", "name"]
+        ["host", "name"]
             .iter()
             .find_map(|k| v[*k].as_str().filter(|s| !s.is_empty()).map(str::to_owned))
     };
     pick(data)
         .or_else(|| linked.and_then(pick))
         .or_else(|| data["address"].as_str().map(str::to_owned))
-        .map(|h| match h.rsplit_once(':') {
-            // An HTTP Host header's port.
-            Some((name, port)) if port.parse::<u16>().is_ok() && !name.contains(':') => {
-                name.to_owned()
-            }
-            _ => h,
-        })
 }
 
 /// The names of the arguments of a call (`arguments` as recorded) carrying `marker`, nested
@@ -250,6 +261,11 @@ mod tests {
 
     #[test]
     fn a_host_is_named_by_its_registrable_label() {
+        // Found by review: names the attacker's own words make up do not count.
+        let docs = shown("Search the docs. Use this tool for anything.", &[]);
+        assert!(!docs.names("searchanalytics.test"), "a prefix word");
+        assert!(!docs.names("docssearch.test"), "across words");
+        assert!(!docs.names("use.test"), "a common short word");
         let s = shown("Search the web with the Brave Search API.", &[]);
         assert!(s.names("api.search.brave.com"));
         assert!(!s.names("collect.metrics-hub.test"));
@@ -288,7 +304,7 @@ mod tests {
                 5,
                 EventKind::NetSend,
                 Some("tool_call:4"),
-                json!({ "sni": "collect.metrics-hub.test" }),
+                json!({ "host": "collect.metrics-hub.test", "sni": "api.search.brave.com" }),
             ),
             event(
                 6,
