@@ -5,7 +5,7 @@
 //!
 //! Guarantees: aiming only reorders and adds nothing: a tool gets the same payloads with or
 //! without a sink. A sink of a dispatcher whose branch could not be told (`*`) is taken to be
-//! reachable from every tool.
+//! reachable from every tool for aiming, and is never named as the sink a payload confirmed.
 
 use warden_scan::sinks::{Family, Sink};
 
@@ -22,12 +22,22 @@ pub fn proves(family: Family, payload: &Payload) -> bool {
     }
 }
 
-/// The sink of `tool` that `payload` is aimed at, if any.
+/// Whether `payload` is aimed at a sink of `tool`: its own, or a dispatcher's whose branch
+/// could not be told (`*`, taken to be reachable from every tool).
+pub fn aimed(sinks: &[Sink], tool: &str, payload: &Payload) -> bool {
+    sinks
+        .iter()
+        .filter(|s| s.tool == tool || s.tool == "*")
+        .any(|s| proves(s.family, payload))
+}
+
+/// The sink of `tool` that `payload`, if it works, confirms: one of the tool's own (a
+/// dispatcher's `*` sink aims the payload but is never named as confirmed: the tool may not
+/// reach it).
 pub fn sink_for<'a>(sinks: &'a [Sink], tool: &str, payload: &Payload) -> Option<&'a Sink> {
     sinks
         .iter()
         .filter(|s| s.tool == tool)
-        .chain(sinks.iter().filter(|s| s.tool == "*"))
         .find(|s| proves(s.family, payload))
 }
 
@@ -72,6 +82,7 @@ mod tests {
         );
         assert!(sink_for(&sinks, "calc", template).is_none());
         assert!(sink_for(&sinks, "other", evaluator).is_none());
-        assert!(sink_for(&sinks, "other", shell).is_some(), "a dispatcher's");
+        assert!(sink_for(&sinks, "other", shell).is_none(), "a dispatcher's confirms nothing");
+        assert!(aimed(&sinks, "other", shell), "but is aimed at");
     }
 }

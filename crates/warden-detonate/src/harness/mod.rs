@@ -831,7 +831,7 @@ where
                 for p in payloads::for_param(&nonce) {
                     let mut a = benign.clone();
                     a.insert(param.clone(), p.argument());
-                    if aim::sink_for(&ctx.settings.sinks, &name, &p).is_some() {
+                    if aim::aimed(&ctx.settings.sinks, &name, &p) {
                         aimed.push((Value::Object(a), Some((param.clone(), p))));
                     } else if p.kind == payloads::Kind::CodeInjection {
                         later.push((name.clone(), Value::Object(a), (param.clone(), p)));

@@ -82,6 +82,7 @@ pub(super) fn sinks<'t>(root: Node<'t>, src: &[u8]) -> Vec<(String, Family, Node
         }
     }
     let grammar = JavaScript { uses_process };
+    let budget = std::cell::Cell::new(super::WALK_BUDGET);
     let mut out = Vec::new();
     for call in all.iter().filter(|n| n.kind() == "call_expression") {
         let Some((role, handler)) = registration(*call, &defs, src) else {
@@ -93,6 +94,7 @@ pub(super) fn sinks<'t>(root: Node<'t>, src: &[u8]) -> Vec<(String, Family, Node
             handler,
             defs: &defs,
             src,
+            budget: &budget,
         }
         .sinks(&mut out);
     }
@@ -162,19 +164,18 @@ impl Grammar for JavaScript {
             if p.id() == top.id() {
                 break;
             }
-            let cond = match p.kind() {
-                "switch_case" => p.child_by_field_name("value"),
+            let found = match p.kind() {
+                "switch_case" => p.child_by_field_name("value").and_then(|v| literal(v, src)),
                 "if_statement" => p
                     .child_by_field_name("consequence")
                     .filter(|b| {
                         b.start_byte() <= node.start_byte() && node.end_byte() <= b.end_byte()
                     })
-                    .and(p.child_by_field_name("condition")),
+                    .and(p.child_by_field_name("condition"))
+                    .and_then(|c| super::equal_to(c, src)),
                 _ => None,
             };
-            if let Some(name) =
-                cond.and_then(|c| descendants(c).into_iter().find_map(|s| literal(s, src)))
-            {
+            if let Some(name) = found {
                 return Some(name);
             }
             n = p.parent();

@@ -108,6 +108,13 @@ impl Sink {
     }
 }
 
+/// Time one file's parse may take.
+const PARSE_TIME: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Nodes one file's walks may visit, in all (a hostile file of nested calls or thousands of
+/// handlers sharing one large function is cut short, not followed for hours).
+const WALK_BUDGET: usize = 2_000_000;
+
 /// Sinks reported at most.
 pub const MAX_SINKS: usize = 500;
 
@@ -125,11 +132,22 @@ pub fn in_file(text: &str, file: &str, python: bool, typescript: bool) -> Vec<Si
     if parser.set_language(&language).is_err() {
         return Vec::new();
     }
-    // A parse that runs away is stopped (the file is then skipped).
-    let Some(tree) = parser.parse(text, None) else {
+    // A parse that runs past its time is stopped (the file is then skipped).
+    let src = text.as_bytes();
+    let started = std::time::Instant::now();
+    let mut progress = |_: &tree_sitter::ParseState| {
+        if started.elapsed() > PARSE_TIME {
+            std::ops::ControlFlow::Break(())
+        } else {
+            std::ops::ControlFlow::Continue(())
+        }
+    };
+    let options = tree_sitter::ParseOptions::new().progress_callback(&mut progress);
+    let Some(tree) =
+        parser.parse_with_options(&mut |i, _| &src[i.min(src.len())..], None, Some(options))
+    else {
         return Vec::new();
     };
-    let src = text.as_bytes();
     let found = if python {
         python::sinks(tree.root_node(), src)
     } else {
@@ -191,16 +209,19 @@ fn descendants(node: Node<'_>) -> Vec<Node<'_>> {
     out
 }
 
+/// Whether `n` is a name (`shorthand_property_identifier_pattern`: `({ expression }) =>`).
+fn is_identifier(n: Node<'_>) -> bool {
+    matches!(
+        n.kind(),
+        "identifier" | "shorthand_property_identifier_pattern"
+    )
+}
+
 /// The identifiers below `node`.
 fn identifiers<'a>(node: Node<'_>, src: &'a [u8]) -> Vec<&'a str> {
     descendants(node)
         .into_iter()
-        .filter(|n| {
-            matches!(
-                n.kind(),
-                "identifier" | "shorthand_property_identifier_pattern"
-            )
-        })
+        .filter(|n| is_identifier(*n))
         .map(|n| text(n, src))
         .collect()
 }
@@ -221,18 +242,21 @@ pub(super) trait Grammar {
     fn family(&self, name: &str, args: &str) -> Option<Family>;
     /// The names a function's parameters bind.
     fn params<'a>(&self, function: Node<'_>, src: &'a [u8]) -> Vec<&'a str>;
-    /// The tool of the dispatcher's branch that holds `at` (below `top`, the handler).
+    /// The tool of the dispatcher's branch that holds `at` (below `top`, the handler): the
+    /// string an enclosing branch compares for equality (`if name == "…"`, `case "…":`).
     fn branch_tool(&self, at: Node<'_>, top: Node<'_>, src: &[u8]) -> Option<String>;
 }
 
 /// One handler's walk: from its parameters to the sinks they reach, into the file's own
-/// functions it calls ([`DEPTH`] deep).
+/// functions it calls ([`DEPTH`] deep), within the file's [`WALK_BUDGET`].
 pub(super) struct Walk<'c, 't> {
     pub grammar: &'c dyn Grammar,
     pub role: Role,
     pub handler: Node<'t>,
     pub defs: &'c HashMap<&'c str, Node<'t>>,
     pub src: &'c [u8],
+    /// Nodes the file's walks may still visit ([`WALK_BUDGET`] per file).
+    pub budget: &'c std::cell::Cell<usize>,
 }
 
 /// Functions of a file a handler's calls are followed into, at most this deep.
@@ -260,15 +284,31 @@ impl<'t> Walk<'_, 't> {
         let Some(body) = function.child_by_field_name("body") else {
             return;
         };
-        let tainted = spread(body, src, g.params(function, src));
-        for call in descendants(body).into_iter().filter(|n| g.is_call(*n)) {
+        // Counted before the walk (the tree knows its sizes): a budget spent costs nothing.
+        let Some(left) = self.budget.get().checked_sub(body.descendant_count() * 3) else {
+            self.budget.set(0);
+            return;
+        };
+        self.budget.set(left);
+        let nodes = descendants(body);
+        let tainted = spread(&nodes, src, g.params(function, src));
+        // Where the tainted names are used, in order: a call is reached when one lies within
+        // its arguments (a binary search, not a walk of each call's arguments).
+        let marks: Vec<usize> = nodes
+            .iter()
+            .filter(|n| is_identifier(**n) && tainted.contains(text(**n, src)))
+            .map(Node::start_byte)
+            .collect();
+        for call in nodes.iter().copied().filter(|n| g.is_call(*n)) {
             let Some(callee) = g.callee(call) else {
                 continue;
             };
             let name = text(callee, src);
             let args = call.child_by_field_name("arguments");
-            let reached =
-                args.is_some_and(|a| identifiers(a, src).iter().any(|i| tainted.contains(i)));
+            let reached = args.is_some_and(|a| {
+                let first = marks.partition_point(|m| *m < a.start_byte());
+                marks.get(first).is_some_and(|m| *m < a.end_byte())
+            });
             if !reached {
                 continue;
             }
@@ -293,11 +333,17 @@ impl<'t> Walk<'_, 't> {
     }
 }
 
-/// `tainted` (a function's parameters) with the names assigned, in `body`, from expressions
-/// that hold a tainted name (`t = request.params.arguments.template`), followed three rounds.
-fn spread<'a>(body: Node<'_>, src: &'a [u8], mut tainted: Vec<&'a str>) -> Vec<&'a str> {
-    let assignments: Vec<(Node<'_>, Node<'_>)> = descendants(body)
-        .into_iter()
+/// `params` (a function's parameters) with the names assigned, among `nodes` (the function
+/// body's), from expressions that hold a tainted name (`t = request.params.arguments.template`),
+/// followed three rounds.
+fn spread<'a>(
+    nodes: &[Node<'_>],
+    src: &'a [u8],
+    params: Vec<&'a str>,
+) -> std::collections::HashSet<&'a str> {
+    let mut tainted: std::collections::HashSet<&'a str> = params.into_iter().collect();
+    let assignments: Vec<(Node<'_>, Node<'_>)> = nodes
+        .iter()
         .filter_map(|n| {
             let (l, r) = match n.kind() {
                 "assignment" | "assignment_expression" | "augmented_assignment" => {
@@ -308,16 +354,13 @@ fn spread<'a>(body: Node<'_>, src: &'a [u8], mut tainted: Vec<&'a str>) -> Vec<&
             };
             Some((n.child_by_field_name(l)?, n.child_by_field_name(r)?))
         })
+        .take(10_000)
         .collect();
     for _ in 0..3 {
         let before = tainted.len();
         for (left, right) in &assignments {
             if identifiers(*right, src).iter().any(|i| tainted.contains(i)) {
-                for name in identifiers(*left, src) {
-                    if !tainted.contains(&name) {
-                        tainted.push(name);
-                    }
-                }
+                tainted.extend(identifiers(*left, src));
             }
         }
         if tainted.len() == before {
@@ -325,6 +368,49 @@ fn spread<'a>(body: Node<'_>, src: &'a [u8], mut tainted: Vec<&'a str>) -> Vec<&
         }
     }
     tainted
+}
+
+/// The string literal compared for equality in `cond` (`name == "calc"`, `"calc" === name`):
+/// the comparison with a name (`name`, `request.params.name`, `tool_name`) first, else the
+/// first; never the operand of `!=`, `<` or `in`.
+fn equal_to(cond: Node<'_>, src: &[u8]) -> Option<String> {
+    let found: Vec<(bool, String)> = descendants(cond)
+        .into_iter()
+        .filter_map(|n| {
+            let equality = match n.kind() {
+                // Python: `a == b` (the operator is an unnamed child).
+                "comparison_operator" => {
+                    let mut cursor = n.walk();
+                    let ops: Vec<&str> = n
+                        .children(&mut cursor)
+                        .filter(|c| !c.is_named())
+                        .map(|c| c.kind())
+                        .collect();
+                    ops == ["=="]
+                }
+                // JavaScript: `a === b`.
+                "binary_expression" => n
+                    .child_by_field_name("operator")
+                    .is_some_and(|o| matches!(text(o, src), "==" | "===")),
+                _ => false,
+            };
+            if !equality {
+                return None;
+            }
+            let mut cursor = n.walk();
+            let operands: Vec<Node<'_>> = n.named_children(&mut cursor).collect();
+            let lit = operands.iter().find_map(|c| literal(*c, src))?;
+            let of_name = operands.iter().any(|c| {
+                literal(*c, src).is_none() && text(*c, src).to_ascii_lowercase().ends_with("name")
+            });
+            Some((of_name, lit))
+        })
+        .collect();
+    found
+        .iter()
+        .find(|(of_name, _)| *of_name)
+        .or(found.first())
+        .map(|(_, lit)| lit.clone())
 }
 
 /// The content of a string literal node (quotes and prefixes removed), when nothing is

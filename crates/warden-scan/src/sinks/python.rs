@@ -64,6 +64,7 @@ pub(super) fn sinks<'t>(root: Node<'t>, src: &[u8]) -> Vec<(String, Family, Node
         .filter_map(|n| Some((text(n.child_by_field_name("name")?, src), *n)))
         .collect();
     let grammar = Python { imports };
+    let budget = std::cell::Cell::new(super::WALK_BUDGET);
     let mut out = Vec::new();
     for d in all.iter().filter(|n| n.kind() == "decorated_definition") {
         let Some(def) = d.child_by_field_name("definition") else {
@@ -81,6 +82,7 @@ pub(super) fn sinks<'t>(root: Node<'t>, src: &[u8]) -> Vec<(String, Family, Node
             handler: def,
             defs: &defs,
             src,
+            budget: &budget,
         }
         .sinks(&mut out);
     }
@@ -196,9 +198,16 @@ impl Grammar for Python {
                 .is_some_and(|b| {
                     b.start_byte() <= node.start_byte() && node.end_byte() <= b.end_byte()
                 });
-            if let Some(c) = cond.filter(|_| inside_body || p.kind() == "case_clause")
-                && let Some(name) = descendants(c).into_iter().find_map(|s| literal(s, src))
-            {
+            let found = cond
+                .filter(|_| inside_body || p.kind() == "case_clause")
+                .and_then(|c| {
+                    if p.kind() == "case_clause" {
+                        descendants(c).into_iter().find_map(|s| literal(s, src))
+                    } else {
+                        super::equal_to(c, src)
+                    }
+                });
+            if let Some(name) = found {
                 return Some(name);
             }
             n = p.parent();

@@ -96,6 +96,19 @@ async def handle(name: str, arguments: dict):
 "#;
     let f = found(src, "s.py");
     assert!(f.contains(&("run".into(), Family::Shell, 6)), "{f:?}");
+    // Found by review: only an equality names the branch, the one with the name first.
+    let src2 = r#"
+import os
+@server.call_tool()
+async def handle(name, arguments):
+    if name != "safe":
+        os.system(arguments["c"])
+    if arguments.get("mode") == "x" and name == "calc":
+        return eval(arguments["e"])
+"#;
+    let g = found(src2, "t.py");
+    assert!(g.contains(&("*".into(), Family::Shell, 6)), "{g:?}");
+    assert!(g.contains(&("calc".into(), Family::Evaluator, 8)), "{g:?}");
     assert!(f.contains(&("calc".into(), Family::Evaluator, 8)), "{f:?}");
     assert!(f.contains(&("*".into(), Family::Evaluator, 9)), "{f:?}");
 }
@@ -154,4 +167,22 @@ fn garbage_and_huge_input_are_bounded() {
     let deep = format!("{}{}", "(".repeat(10_000), ")".repeat(10_000));
     let _ = found(&deep, "d.py");
     let _ = found(&deep, "d.js");
+    // Found by review: nested calls in a handler, and many handlers sharing one function,
+    // stay within the walk's budget.
+    let nested = format!(
+        "server.tool(\"a\", async (x) => {}x{});",
+        "f(".repeat(10_000),
+        ")".repeat(10_000)
+    );
+    let _ = found(&nested, "n.js");
+    let mut many = String::from("function g(x) { eval(x); ");
+    many.push_str(&"h(x); ".repeat(10_000));
+    many.push_str("}\n");
+    for i in 0..1_000 {
+        many.push_str(&format!("server.tool(\"t{i}\", async (y) => g(y));\n"));
+    }
+    // 1,000 handlers share one function of 10,000 calls: found from the first few, and the
+    // rest cut short by the budget.
+    let f = found(&many, "m.js");
+    assert!(f.iter().any(|(t, fam, _)| t == "t0" && *fam == Family::Evaluator), "{f:?}");
 }
