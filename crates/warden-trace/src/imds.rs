@@ -57,20 +57,52 @@ pub fn by_name(name: &str) -> Option<&'static str> {
         .map(|(_, whose)| *whose)
 }
 
-/// The role the decoy host's credentials belong to.
-const ROLE: &str = "app-server-role";
+/// Roles a host's credentials belong to; the run's is drawn from its canaries.
+const ROLES: &[&str] = &[
+    "app-server-role",
+    "ec2-web-prod",
+    "api-instance-profile",
+    "worker-node-role",
+];
 
-fn response(status: &str, content_type: &str, body: &str) -> Vec<u8> {
+fn response(status: &str, headers: &str, content_type: &str, body: &str) -> Vec<u8> {
     format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     )
     .into_bytes()
 }
 
-/// The decoy answer to `request` (the first bytes a client sent to a metadata endpoint), with
-/// the credentials among `canaries`; `None` for anything but an HTTP request for a path the
-/// services answer with credentials or what leads to them.
+/// Now offset by `seconds`, as the services write times (`2026-11-29T04:30:00Z`).
+fn stamp(seconds: i64) -> String {
+    let t = time::OffsetDateTime::now_utc() + time::Duration::seconds(seconds);
+    let f = time::macros::format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]Z");
+    t.format(&f).unwrap_or_default()
+}
+
+/// A number below `n` drawn from a canary's bytes: the run's own choices (role, project,
+/// times) differ from run to run.
+fn drawn(canaries: &Canaries, planted: &str, n: usize) -> usize {
+    canaries
+        .value(planted)
+        .map_or(0, |v| v.bytes().map(usize::from).sum::<usize>() % n.max(1))
+}
+
+/// Whether the request's head carries header `name` with `value` (both in any case).
+fn has_header(head: &str, name: &str, value: &str) -> bool {
+    head.lines().skip(1).any(|l| {
+        l.split_once(':').is_some_and(|(k, v)| {
+            k.trim().eq_ignore_ascii_case(name) && v.trim().eq_ignore_ascii_case(value)
+        })
+    })
+}
+
+/// The decoy answer to `request` (the first bytes a client sent to a metadata endpoint on
+/// port 80), with the credentials among `canaries`; `None` for anything but an HTTP request for
+/// a path the services answer with credentials or what leads to them. As the real services do,
+/// Google's answers only with `Metadata-Flavor: Google` (else 403) and Azure's only with
+/// `Metadata: true` (else 400); the role, the project, the session token and the times are the
+/// run's own (updated minutes ago, expiring in six hours).
 pub fn answer(request: &[u8], canaries: &Canaries) -> Option<Vec<u8>> {
     let head = std::str::from_utf8(&request[..request.len().min(2048)]).ok()?;
     let mut words = head.lines().next()?.split_whitespace();
@@ -81,56 +113,67 @@ pub fn answer(request: &[u8], canaries: &Canaries) -> Option<Vec<u8>> {
         .unwrap_or(target)
         .trim_end_matches('/');
     let value = |planted: &str| canaries.value(planted).unwrap_or("");
-    let aws = || {
-        format!(
-            "{{\"Code\":\"Success\",\"LastUpdated\":\"2026-01-01T00:00:00Z\",\"Type\":\"AWS-HMAC\",\"AccessKeyId\":\"{}\",\"SecretAccessKey\":\"{}\",\"Token\":\"{}\",\"Expiration\":\"2030-01-01T06:00:00Z\"}}",
-            value("imds:aws#id"),
-            value("imds:aws"),
-            value("imds:aws#token")
-        )
-    };
+    let role = ROLES[drawn(canaries, "imds:aws#id", ROLES.len())];
+    let project = ["prod-app", "web-prod-311", "platform-main"][drawn(canaries, "imds:gcp", 3)];
+    let minutes = i64::try_from(10 + drawn(canaries, "imds:aws", 40)).unwrap_or(10);
+    let (updated, expires) = (stamp(-60 * minutes), stamp(6 * 3600));
+    let aws = format!(
+        "{{\n  \"Code\" : \"Success\",\n  \"LastUpdated\" : \"{updated}\",\n  \"Type\" : \"AWS-HMAC\",\n  \"AccessKeyId\" : \"{}\",\n  \"SecretAccessKey\" : \"{}\",\n  \"Token\" : \"{}\",\n  \"Expiration\" : \"{expires}\"\n}}",
+        value("imds:aws#id"),
+        value("imds:aws"),
+        value("imds:aws#token")
+    );
     let bearer = |token: &str| {
         format!("{{\"access_token\":\"{token}\",\"expires_in\":3599,\"token_type\":\"Bearer\"}}")
     };
+    let text = |body: &str| response("200 OK", "", "text/plain", body);
+    let google = |body: &str| {
+        let flavor = "Metadata-Flavor: Google\r\n";
+        if has_header(head, "Metadata-Flavor", "Google") {
+            response("200 OK", flavor, "application/text", body)
+        } else {
+            let no = "Missing Metadata-Flavor:Google header.";
+            response("403 Forbidden", flavor, "text/html", no)
+        }
+    };
+    let azure = |body: &str| {
+        let kind = "application/json; charset=utf-8";
+        if has_header(head, "Metadata", "true") {
+            response("200 OK", "", kind, body)
+        } else {
+            let no = "{\"error\":\"invalid_request\",\"error_description\":\"Required metadata header not specified\"}";
+            response("400 Bad Request", "", kind, no)
+        }
+    };
+    // IMDSv2's session token (not a credential): the run's own.
+    let session = format!(
+        "AQAEA{}==",
+        value("imds:aws#token").get(16..60).unwrap_or_default()
+    );
     Some(match (method, path) {
-        // IMDSv2's session token (not a credential).
-        ("PUT", "/latest/api/token") => {
-            response("200 OK", "text/plain", "AQAEAGx2c2Vzc2lvbi10b2tlbg==")
+        ("PUT", "/latest/api/token") => text(&session),
+        ("GET", "/latest/meta-data") => {
+            text("ami-id\nhostname\niam/\ninstance-id\nlocal-ipv4\nplacement/")
         }
-        ("GET", "/latest/meta-data") => response(
-            "200 OK",
-            "text/plain",
-            "ami-id\nhostname\niam/\ninstance-id\nlocal-ipv4\nplacement/",
-        ),
-        ("GET", "/latest/meta-data/iam") => {
-            response("200 OK", "text/plain", "info\nsecurity-credentials/")
-        }
+        ("GET", "/latest/meta-data/iam") => text("info\nsecurity-credentials/"),
         ("GET", "/latest/meta-data/iam/security-credentials")
-        | ("GET", "/latest/meta-data/ram/security-credentials") => {
-            response("200 OK", "text/plain", ROLE)
-        }
+        | ("GET", "/latest/meta-data/ram/security-credentials") => text(role),
         ("GET", p)
-            if p == format!("/latest/meta-data/iam/security-credentials/{ROLE}")
-                || p == format!("/latest/meta-data/ram/security-credentials/{ROLE}")
+            if p == format!("/latest/meta-data/iam/security-credentials/{role}")
+                || p == format!("/latest/meta-data/ram/security-credentials/{role}")
                 || p.starts_with("/v2/credentials")
                 || p.starts_with("/v1/credentials") =>
         {
-            response("200 OK", "application/json", &aws())
+            text(&aws)
         }
         ("GET", "/computeMetadata/v1/instance/service-accounts/default/token") => {
-            response("200 OK", "application/json", &bearer(value("imds:gcp")))
+            google(&bearer(value("imds:gcp")))
         }
-        ("GET", "/computeMetadata/v1/instance/service-accounts/default/email") => response(
-            "200 OK",
-            "text/plain",
-            "app-server@prod-app.iam.gserviceaccount.com",
-        ),
-        ("GET", "/computeMetadata/v1/project/project-id") => {
-            response("200 OK", "text/plain", "prod-app")
+        ("GET", "/computeMetadata/v1/instance/service-accounts/default/email") => {
+            google(&format!("app-server@{project}.iam.gserviceaccount.com"))
         }
-        ("GET", "/metadata/identity/oauth2/token") => {
-            response("200 OK", "application/json", &bearer(value("imds:azure")))
-        }
+        ("GET", "/computeMetadata/v1/project/project-id") => google(project),
+        ("GET", "/metadata/identity/oauth2/token") => azure(&bearer(value("imds:azure"))),
         _ => return None,
     })
 }
@@ -154,9 +197,10 @@ mod tests {
             c,
         )
         .unwrap();
-        assert_eq!(body(&role), ROLE);
+        let name = body(&role);
+        assert!(ROLES.contains(&name.as_str()), "{name}");
         let creds = answer(
-            format!("GET /latest/meta-data/iam/security-credentials/{ROLE} HTTP/1.1\r\nX-aws-ec2-metadata-token: x\r\n\r\n").as_bytes(),
+            format!("GET /latest/meta-data/iam/security-credentials/{name} HTTP/1.1\r\nX-aws-ec2-metadata-token: x\r\n\r\n").as_bytes(),
             c,
         )
         .unwrap();
@@ -172,6 +216,24 @@ mod tests {
         )
         .unwrap();
         assert!(body(&gcp).contains(c.value("imds:gcp").unwrap()));
+        // Without the header the services insist on, no token (the real ones refuse too).
+        let bare = answer(
+            b"GET /computeMetadata/v1/instance/service-accounts/default/token HTTP/1.1\r\n\r\n",
+            c,
+        )
+        .unwrap();
+        assert!(String::from_utf8_lossy(&bare).starts_with("HTTP/1.1 403"));
+        let azure = b"GET /metadata/identity/oauth2/token?resource=x HTTP/1.1\r\n\r\n";
+        let refused = answer(azure, c).unwrap();
+        assert!(String::from_utf8_lossy(&refused).starts_with("HTTP/1.1 400"));
+        let azure = b"GET /metadata/identity/oauth2/token HTTP/1.1\r\nMetadata: true\r\n\r\n";
+        assert!(body(&answer(azure, c).unwrap()).contains(c.value("imds:azure").unwrap()));
+        // Times are now's, not fixed ones.
+        let year = time::OffsetDateTime::now_utc().year().to_string();
+        assert!(
+            creds["Expiration"].as_str().unwrap().starts_with(&year),
+            "{creds}"
+        );
         let ecs = answer(b"GET /v2/credentials/abc HTTP/1.1\r\n\r\n", c).unwrap();
         assert!(body(&ecs).contains(c.value("imds:aws#id").unwrap()));
         assert!(answer(b"PUT /latest/api/token HTTP/1.1\r\n\r\n", c).is_some());

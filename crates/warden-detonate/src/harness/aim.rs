@@ -82,7 +82,10 @@ mod tests {
         );
         assert!(sink_for(&sinks, "calc", template).is_none());
         assert!(sink_for(&sinks, "other", evaluator).is_none());
-        assert!(sink_for(&sinks, "other", shell).is_none(), "a dispatcher's confirms nothing");
+        assert!(
+            sink_for(&sinks, "other", shell).is_none(),
+            "a dispatcher's confirms nothing"
+        );
         assert!(aimed(&sinks, "other", shell), "but is aimed at");
     }
 }

@@ -784,6 +784,7 @@ impl Serve {
                     .and_then(|h| warden_trace::imds::by_name(&h))
             });
         if metadata.is_some()
+            && c.dest.port() == 80
             && let Some(answer) = self
                 .hub
                 .canaries()

@@ -184,5 +184,9 @@ fn garbage_and_huge_input_are_bounded() {
     // 1,000 handlers share one function of 10,000 calls: found from the first few, and the
     // rest cut short by the budget.
     let f = found(&many, "m.js");
-    assert!(f.iter().any(|(t, fam, _)| t == "t0" && *fam == Family::Evaluator), "{f:?}");
+    assert!(
+        f.iter()
+            .any(|(t, fam, _)| t == "t0" && *fam == Family::Evaluator),
+        "{f:?}"
+    );
 }
