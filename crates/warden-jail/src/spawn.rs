@@ -562,11 +562,12 @@ impl TraceLink {
     }
 
     /// Open the window `name` (`install`, `startup`, `tool_call:<id>`), or close the open one
-    /// with `None`. Returns once the tracer has switched: every event after this returns is
-    /// attributed to the new window.
-    pub fn window(&self, name: Option<&str>) -> Result<(), JailError> {
+    /// with `None`. Returns once the tracer has switched (every event after this returns is
+    /// attributed to the new window), with the run's CPU time in milliseconds at the switch
+    /// (when its cgroup counts it).
+    pub fn window(&self, name: Option<&str>) -> Result<Option<u64>, JailError> {
         self.round_trip(serde_json::json!({ "window": name }))
-            .map(drop)
+            .map(|state| state.cpu_ms)
     }
 
     /// Record an event of the caller's own (`mcp.tool_call`, `harness.payload`…) in the run's
@@ -581,20 +582,21 @@ impl TraceLink {
     }
 
     /// Record an event of the caller's own and open the window `PREFIX<its id>` (or
-    /// `fallback` when it was dropped at the cap), in one round trip; returns the id.
+    /// `fallback` when it was dropped at the cap), in one round trip; returns the id and the
+    /// run's CPU time in milliseconds when the window opened (when its cgroup counts it).
     pub fn record_then_window(
         &self,
         kind: warden_events::EventKind,
         data: serde_json::Value,
         prefix: &str,
         fallback: &str,
-    ) -> Result<Option<u64>, JailError> {
+    ) -> Result<(Option<u64>, Option<u64>), JailError> {
         self.round_trip(serde_json::json!({
             "record": { "kind": kind, "data": bounded(data) },
             "then_window": prefix,
             "fallback": fallback,
         }))
-        .map(|state| state.last_record)
+        .map(|state| (state.last_record, state.cpu_ms))
     }
 
     /// Record an event of the caller's own without waiting for its id: it lands in the
@@ -614,13 +616,6 @@ impl TraceLink {
         w.write_all(line.as_bytes())
             .and_then(|()| w.write_all(b"\n"))
             .map_err(|_| JailError::Protocol("the run is over"))
-    }
-
-    /// The run's CPU time in milliseconds as of the latest answer (a window opened or closed,
-    /// an event recorded with its id), when the run's cgroup counts it: the difference over a
-    /// window is what the tree used in it.
-    pub fn cpu_ms(&self) -> Option<u64> {
-        self.lock().cpu_ms
     }
 
     /// The events received so far.

@@ -1219,7 +1219,7 @@ async fn call(
     ctx.session.call_seq += 1;
     let fallback = format!("tool_call:unrecorded-{}", ctx.session.call_seq);
     // The call event and its window, in one round trip.
-    let id = ctx.link.record_then_window(
+    let (id, cpu_open) = ctx.link.record_then_window(
         EventKind::McpToolCall,
         json!({
             "tool": tool, "kind": kind, "arguments": shown, "param": payload.map(|(p, _)| p),
@@ -1229,7 +1229,6 @@ async fn call(
         &fallback,
     )?;
     let window = id.map_or(fallback, |id| format!("tool_call:{id}"));
-    let cpu_open = ctx.link.cpu_ms();
     ctx.session.windows.insert(window.clone(), tool.to_owned());
     let mut params = CallToolRequestParams::new(tool.to_owned());
     params.arguments = arguments.as_object().cloned();
@@ -1237,11 +1236,10 @@ async fn call(
     let limit = ctx.settings.call_timeout.min(ctx.left());
     let result = tokio::time::timeout(limit, client.call_tool(params)).await;
     let elapsed = ms(started);
-    ctx.link.window(None)?;
-    // What the server's processes spent on the CPU in the call's window.
-    let cpu_ms = ctx
-        .link
-        .cpu_ms()
+    // What the server's processes spent on the CPU in the call's window (both readings from
+    // this call's own round trips).
+    let cpu_close = ctx.link.window(None)?;
+    let cpu_ms = cpu_close
         .zip(cpu_open)
         .map(|(close, open)| close.saturating_sub(open));
     ctx.session.calls += 1;

@@ -78,9 +78,9 @@ pub(super) async fn read_all(ctx: &mut Ctx<'_>, client: &Client, resources: &[Va
 fn open(ctx: &mut Ctx<'_>, label: &str, data: Value) -> anyhow::Result<(Option<u64>, String)> {
     ctx.session.call_seq += 1;
     let fallback = format!("tool_call:unrecorded-{}", ctx.session.call_seq);
-    let id = ctx
-        .link
-        .record_then_window(EventKind::McpToolCall, data, "tool_call:", &fallback)?;
+    let (id, _) =
+        ctx.link
+            .record_then_window(EventKind::McpToolCall, data, "tool_call:", &fallback)?;
     let window = id.map_or(fallback, |id| format!("tool_call:{id}"));
     ctx.session.windows.insert(window.clone(), label.to_owned());
     Ok((id, window))
