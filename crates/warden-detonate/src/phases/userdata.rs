@@ -131,19 +131,30 @@ fn loopback(host: &str) -> bool {
 }
 
 /// The host a sighting went to: the name the chamber's DNS answered for its address (on the
-/// sighting or the connection it points at), or the name a DNS query asked for, else the
-/// address. Never the client's own TLS name or `Host` header: a program that connects to an
-/// address of its choosing can write any name there.
-fn host_of(data: &Value, by_id: &HashMap<u64, Value>) -> Option<String> {
+/// sighting, the connection it points at, or any answer the chamber gave for that address),
+/// or the name a DNS query asked for, else the address. Never the client's own TLS name or
+/// `Host` header: a program that connects to an address of its choosing can write any name
+/// there.
+fn host_of(
+    data: &Value,
+    by_id: &HashMap<u64, Value>,
+    answered: &HashMap<String, String>,
+) -> Option<String> {
     let linked = data["event"].as_u64().and_then(|id| by_id.get(&id));
     let pick = |v: &Value| {
         ["host", "name"]
             .iter()
             .find_map(|k| v[*k].as_str().filter(|s| !s.is_empty()).map(str::to_owned))
     };
-    pick(data)
-        .or_else(|| linked.and_then(pick))
-        .or_else(|| data["address"].as_str().map(str::to_owned))
+    pick(data).or_else(|| linked.and_then(pick)).or_else(|| {
+        let address = data["address"].as_str()?;
+        Some(
+            answered
+                .get(address)
+                .cloned()
+                .unwrap_or_else(|| address.to_owned()),
+        )
+    })
 }
 
 /// The names of the arguments of a call (`arguments` as recorded) carrying `marker`, nested
@@ -196,6 +207,15 @@ pub fn mark(events: &mut [Event], tools: &HashMap<String, String>, shown: &Shown
         })
         .map(|e| (e.id, e.data.clone()))
         .collect();
+    // The names the chamber's DNS answered, by the address it gave.
+    let answered: HashMap<String, String> = events
+        .iter()
+        .filter(|e| e.kind == EventKind::NetDns)
+        .filter_map(|e| {
+            let (a, n) = (e.data["answer"].as_str()?, e.data["name"].as_str()?);
+            Some((a.to_owned(), n.trim_end_matches('.').to_owned()))
+        })
+        .collect();
     for e in events.iter_mut() {
         if e.kind != EventKind::CanarySeen
             || !e.data["planted"]
@@ -228,7 +248,9 @@ pub fn mark(events: &mut [Event], tools: &HashMap<String, String>, shown: &Shown
             e.data["where"].as_str(),
             Some("dns" | "net" | "boundary" | "tls")
         );
-        let host = network.then(|| host_of(&e.data, &by_id)).flatten();
+        let host = network
+            .then(|| host_of(&e.data, &by_id, &answered))
+            .flatten();
         let Some(d) = e.data.as_object_mut() else {
             continue;
         };
@@ -330,6 +352,18 @@ mod tests {
                 Some("tool_call:4"),
                 json!({ "planted": "arg:user", "where": "dns", "name": "x.search.brave.com" }),
             ),
+            event(
+                10,
+                EventKind::NetDns,
+                Some("tool_call:4"),
+                json!({ "name": "api.search.brave.com", "answer": "198.18.0.9" }),
+            ),
+            event(
+                11,
+                EventKind::CanarySeen,
+                Some("tool_call:4"),
+                json!({ "planted": "arg:user", "where": "tls", "address": "198.18.0.9", "port": 443 }),
+            ),
         ];
         let tools: HashMap<String, String> = [("tool_call:4".to_owned(), "add".to_owned())].into();
         mark(
@@ -350,5 +384,8 @@ mod tests {
             "secrets untouched"
         );
         assert_eq!(events[6].data["disclosed"], true);
+        // Only the address on the sighting: the chamber's answer names it.
+        assert_eq!(events[8].data["host"], "api.search.brave.com");
+        assert_eq!(events[8].data["disclosed"], true);
     }
 }
