@@ -82,6 +82,15 @@ fn effect(e: &Event) -> Option<&'static str> {
         // A thread pool growing on call N (a new thread's clone3 probe) is not a change.
         return None;
     }
+    // The user's own text going where the tool sends it (the argument canary) is the tool's
+    // work, the same on every call; a planted secret is what counts.
+    if e.kind == EventKind::CanarySeen
+        && e.data["planted"]
+            .as_str()
+            .is_some_and(warden_trace::is_argument)
+    {
+        return None;
+    }
     Some(match e.kind {
         EventKind::ProcessSpawn => "process.spawn",
         EventKind::NetConnect => "net.connect",
@@ -266,6 +275,16 @@ mod tests {
         };
         assert_eq!(effect(&probe("clone3")), None, "a thread pool growing");
         assert_eq!(effect(&probe("ptrace")), Some("sandbox.denied"));
+        let sighting = |planted: &str| Event {
+            id: 1,
+            t_ms: 0,
+            kind: EventKind::CanarySeen,
+            pid: None,
+            triggered_by: None,
+            data: serde_json::json!({ "planted": planted, "where": "tls" }),
+        };
+        assert_eq!(effect(&sighting("arg:user")), None, "the user's text sent");
+        assert_eq!(effect(&sighting("env:GITHUB_TOKEN")), Some("canary.seen"));
     }
 
     fn outcome(output: Value, is_error: bool) -> Outcome {
