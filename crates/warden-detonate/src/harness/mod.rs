@@ -1259,7 +1259,11 @@ async fn call(
         Err(_) => (String::new(), true, true, None),
     };
     // Burned: ran to its timeout on the CPU, unless an earlier call left the server spinning.
-    let burned = !ctx.session.spinning && crate::exhaustion::burned(timed_out, elapsed, cpu_ms);
+    // Only a call that had its whole timeout: one cut short by the session's end proves no
+    // spin (a slow call at the end of the budget).
+    let whole = limit >= ctx.settings.call_timeout;
+    let burned =
+        whole && !ctx.session.spinning && crate::exhaustion::burned(timed_out, elapsed, cpu_ms);
     ctx.session.spinning = burned || (ctx.session.spinning && !answered);
     // An error message is kept in the timing event: with its credentials redacted.
     let kept_error = error.as_deref().map(kept);
