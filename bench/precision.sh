@@ -12,6 +12,9 @@
 #   the 46 added targets (without their versions) sorted by SHA-256, the first 23. No rule may
 #   be changed because of what a held-out server does; once one is, the half is spent and a
 #   new one is drawn from servers nobody has looked at.
+#   Spent (2026-11-29, issue #34): the argument canary's host naming and the behavioural
+#   comparison were fixed after @zereight/mcp-gitlab, a held-out server, came out HIGH on them.
+#   Draw a new held-out half before judging those again.
 #
 # Usage: bench/precision.sh [--half tune|held-out|all] [--before OLD_WARDEN]
 #                           [--time-against OLD_WARDEN] [--out DIR] [path/to/warden]
