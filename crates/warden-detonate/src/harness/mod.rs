@@ -1233,7 +1233,13 @@ async fn call(
     let mut params = CallToolRequestParams::new(tool.to_owned());
     params.arguments = arguments.as_object().cloned();
     let started = Instant::now();
-    let limit = ctx.settings.call_timeout.min(ctx.left());
+    // An exhaustion payload gets half the call timeout: a spin shows in that time, and a
+    // server with many list parameters would otherwise spend most of its budget waiting.
+    let full = match payload {
+        Some((_, p)) if p.kind == payloads::Kind::Exhaustion => ctx.settings.call_timeout / 2,
+        _ => ctx.settings.call_timeout,
+    };
+    let limit = full.min(ctx.left());
     let result = tokio::time::timeout(limit, client.call_tool(params)).await;
     let elapsed = ms(started);
     // What the server's processes spent on the CPU in the call's window (both readings from
@@ -1261,7 +1267,7 @@ async fn call(
     // Burned: ran to its timeout on the CPU, unless an earlier call left the server spinning.
     // Only a call that had its whole timeout: one cut short by the session's end proves no
     // spin (a slow call at the end of the budget).
-    let whole = limit >= ctx.settings.call_timeout;
+    let whole = limit >= full;
     let burned =
         whole && !ctx.session.spinning && crate::exhaustion::burned(timed_out, elapsed, cpu_ms);
     ctx.session.spinning = burned || (ctx.session.spinning && !answered);
