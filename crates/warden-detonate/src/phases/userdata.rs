@@ -62,8 +62,9 @@ impl Shown {
 
     /// Whether `host` (a name or an address) is named in what the user was shown: the name
     /// or its registered domain written out, or its registered label as a word, or as two or
-    /// three words run together ("Open Weather Map"), or begun by a word of eight letters or
-    /// more that covers most of it ("OpenWeather" names `openweathermap.org`). A label of
+    /// three words run together ("Open Weather Map"), or begun by a word of six letters or
+    /// more that covers seven tenths of it ("OpenWeather" names `openweathermap.org`,
+    /// "Datadog" `datadoghq.com`), or a vendor's API domain by the vendor. A label of
     /// three letters or fewer counts as a word only when it is no common English word; an
     /// address counts only written whole.
     pub fn names(&self, host: &str) -> bool {
@@ -80,6 +81,20 @@ impl Shown {
         if label.is_empty() {
             return false;
         }
+        // A vendor's API domain is named by the vendor (Google Maps' `maps.googleapis.com`).
+        if let Some((_, names)) = VENDORS.iter().find(|(domains, _)| {
+            domains
+                .iter()
+                .any(|d| domain == *d || domain.ends_with(&format!(".{d}")))
+        }) {
+            let words: Vec<&str> = self
+                .text
+                .split(|c: char| !c.is_ascii_alphanumeric())
+                .collect();
+            if names.iter().any(|n| words.contains(n)) {
+                return true;
+            }
+        }
         let words: Vec<&str> = self
             .text
             .split(|c: char| !c.is_ascii_alphanumeric())
@@ -94,9 +109,44 @@ impl Shown {
             || joined(3)
             || words
                 .iter()
-                .any(|w| w.len() >= 8 && label.starts_with(w) && w.len() * 10 >= label.len() * 7)
+                .any(|w| w.len() >= 6 && label.starts_with(w) && w.len() * 10 >= label.len() * 7)
     }
 }
+
+/// Vendors whose APIs live on a domain that is not their product's name: (domains, the words
+/// that name the vendor).
+const VENDORS: &[(&[&str], &[&str])] = &[
+    (
+        &["googleapis.com", "google.com", "gstatic.com"],
+        &["google", "gemini", "youtube", "gmail"],
+    ),
+    (&["amazonaws.com", "amazon.com"], &["aws", "amazon"]),
+    (
+        &[
+            "azure.com",
+            "azure.net",
+            "windows.net",
+            "microsoft.com",
+            "microsoftonline.com",
+            "office.com",
+        ],
+        &[
+            "azure",
+            "microsoft",
+            "onedrive",
+            "outlook",
+            "sharepoint",
+            "teams",
+            "office",
+        ],
+    ),
+    (
+        &["atlassian.net", "atlassian.com"],
+        &["jira", "confluence", "atlassian", "bitbucket"],
+    ),
+    (&["githubusercontent.com", "github.com"], &["github"]),
+    (&["slack.com"], &["slack"]),
+];
 
 /// Short English words that a three-letter host label must not be named by.
 const COMMON: &[&str] = &[
@@ -296,6 +346,10 @@ mod tests {
         let exa = shown("Search using Exa AI", &[]);
         assert!(exa.names("api.exa.ai"), "a short label as a word");
         assert!(!shown("Search the example corpus", &[]).names("api.exa.ai"));
+        assert!(shown("Datadog monitors", &[]).names("api.datadoghq.com"));
+        let maps = shown("Geocode an address with Google Maps.", &[]);
+        assert!(maps.names("maps.googleapis.com"), "a vendor's API domain");
+        assert!(!docs.names("maps.googleapis.com"));
         let uk = shown("Talks to Example Ltd", &[]);
         assert!(uk.names("api.example.co.uk"));
         let cfg = shown("Vector store", &["QDRANT_URL=http://qdrant.invalid:6333"]);
