@@ -83,6 +83,20 @@ pub fn by_design(kind: Kind, param: &str) -> bool {
     }
 }
 
+/// Whether a tool's `description` says it runs code it is given (a browser's "Evaluate
+/// JavaScript expression on page", a notebook's "Execute Python code"): then code its
+/// arguments run is what it is for (`command-execution`), as for a `code` parameter. An
+/// arithmetic "expression" is not code by this reading.
+pub fn runs_code(description: &str) -> bool {
+    static CODE: std::sync::LazyLock<Option<regex_lite::Regex>> = std::sync::LazyLock::new(|| {
+        regex_lite::Regex::new(
+            r"(?i)\b(evaluate|execute|run|runs|executes|evaluates)\b[^.\n]{0,40}\b(javascript|js|python|typescript|node\.?js|shell|bash|sql)\b|\b(javascript|python|typescript|shell)\s+(code|expression|snippet|function|script)\b|\b(run|execute|evaluate)s?\s+(arbitrary\s+)?(code|scripts?)\b",
+        )
+        .ok()
+    });
+    CODE.as_ref().is_some_and(|re| re.is_match(description))
+}
+
 /// One payload.
 #[derive(Debug, Clone)]
 pub struct Payload {
@@ -406,6 +420,26 @@ pub fn detect(
 #[cfg(test)]
 mod tests {
     use super::is_command_param;
+
+    #[test]
+    fn code_tools_by_their_description() {
+        for d in [
+            "Evaluate JavaScript expression on page or element",
+            "Execute Python code in a sandboxed kernel.",
+            "Runs arbitrary code.",
+            "Run a shell command.",
+        ] {
+            assert!(runs_code(d), "{d}");
+        }
+        for d in [
+            "Compute an arithmetic expression.",
+            "Evaluates an arithmetic expression.",
+            "Greet a user by name.",
+            "Run the test suite and report failures.",
+        ] {
+            assert!(!runs_code(d), "{d}");
+        }
+    }
 
     #[test]
     fn command_parameters_are_known_by_name() {

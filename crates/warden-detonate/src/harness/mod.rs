@@ -879,7 +879,7 @@ where
             }
         }
     }
-    for (name, arguments, payload) in later.into_iter().chain(exhaust) {
+    for (name, arguments, payload) in later {
         if tarpits.contains(&name) {
             continue;
         }
@@ -952,6 +952,23 @@ where
         record_changes(ctx, "resource", &resources_first, &as_values(&again));
     }
     tracing::debug!("lists done");
+    // Exhaustion last of all, after every other check: a limit it provokes ends the run, and
+    // that end is its evidence (the limit in the call's window), not a session cut short.
+    for (name, arguments, payload) in exhaust {
+        if tarpits.contains(&name) {
+            continue;
+        }
+        if ctx.left().is_zero() {
+            ctx.session.aborted = Some("the time budget ran out".into());
+            break;
+        }
+        match call(ctx, &client, &name, arguments, Some(&payload), &nonce).await {
+            Ok(outcome) if outcome.timed_out => tarpits.push(name),
+            Ok(_) => {}
+            // The run is over: the server died at a limit (or exited) on this payload.
+            Err(_) => return Ok(()),
+        }
+    }
     let _ = tokio::time::timeout(Duration::from_secs(2), client.cancel()).await;
     tracing::debug!("client closed");
     Ok(())
@@ -1167,6 +1184,16 @@ fn inspect(
     );
 }
 
+/// The description of `tool` as listed (empty when unknown).
+fn description_of(tools: &[Value], tool: &str) -> String {
+    tools
+        .iter()
+        .find(|t| t["name"] == tool)
+        .and_then(|t| t["description"].as_str())
+        .unwrap_or("")
+        .to_owned()
+}
+
 /// The sandbox limits recorded outside any window after the event `id`: a server killed at a
 /// limit ends its call before the sandbox has recorded it. Unless the call ended in an answer
 /// or a timeout (`settled`), the sandbox gets a second to record it.
@@ -1360,7 +1387,10 @@ async fn call(
                 "exhaustion": (p.kind == payloads::Kind::Exhaustion && evidence.is_some()).then_some(true),
                 "small": (p.kind == payloads::Kind::Exhaustion).then(|| crate::exhaustion::small(p.value.len())),
                 "sink": aim::sink_for(&ctx.settings.sinks, tool, p).map(aim::shown),
-                "by_design": payloads::by_design(p.kind, param).then_some(true),
+                "by_design": (payloads::by_design(p.kind, param)
+                    || matches!(p.kind, payloads::Kind::CodeInjection | payloads::Kind::CommandInjection)
+                        && payloads::runs_code(&description_of(&ctx.session.tools, tool)))
+                .then_some(true),
                 "family": payloads::family(p),
             }),
         );

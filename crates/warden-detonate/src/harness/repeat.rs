@@ -105,8 +105,14 @@ fn effect(e: &Event) -> Option<&'static str> {
 /// Whether a new effect is serious on its own (high) rather than a change worth a look; for a
 /// tool that says it changes state, only leaked canaries and new orders to the model are.
 fn serious(change: &str, stateful: bool) -> bool {
-    let always: &[&str] = &["canary.seen", "instructions:", "new in the result:"];
-    let unless_stateful: &[&str] = &["process.spawn", "net.", "sandbox.denied"];
+    let always: &[&str] = &["canary.seen", "instructions:"];
+    // A browser's "back" shows the page an earlier call opened, links and all.
+    let unless_stateful: &[&str] = &[
+        "process.spawn",
+        "net.",
+        "sandbox.denied",
+        "new in the result:",
+    ];
     always.iter().any(|s| change.contains(s))
         || (!stateful && unless_stateful.iter().any(|s| change.contains(s)))
 }
@@ -392,7 +398,11 @@ mod tests {
             !c.iter().any(|c| c.contains("docs.example.test")),
             "the same host, another page: {c:?}"
         );
-        assert!(c.iter().any(|c| serious(c, true)));
+        assert!(c.iter().any(|c| serious(c, false)));
+        assert!(
+            !c.iter().any(|c| serious(c, true)),
+            "a tool that changes state may show what it changed to"
+        );
     }
 
     #[test]

@@ -252,6 +252,32 @@ pub fn host_processes_with(needle: &str) -> Vec<i32> {
     found
 }
 
+/// [`host_processes_with`], and the jail's init above each of them: the init shows
+/// `/sbin/init` (never the host's command line), so it is found as the parent named `init`.
+pub fn host_processes_and_inits_with(needle: &str) -> Vec<i32> {
+    let mut found = host_processes_with(needle);
+    let inits: Vec<i32> = found
+        .iter()
+        .filter_map(|pid| {
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+            let ppid: i32 = status
+                .lines()
+                .find_map(|l| l.strip_prefix("PPid:"))?
+                .trim()
+                .parse()
+                .ok()?;
+            let comm = std::fs::read_to_string(format!("/proc/{ppid}/comm")).ok()?;
+            (comm.trim() == "init").then_some(ppid)
+        })
+        .collect();
+    for pid in inits {
+        if !found.contains(&pid) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
 /// Wait up to `secs` for `cond`.
 pub fn eventually(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
     let end = std::time::Instant::now() + std::time::Duration::from_secs(secs);

@@ -279,15 +279,24 @@ pub fn the_sandbox_dies_with_warden() {
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    assert!(eventually(10, || !host_processes_with(&format!(
-        "1004.{n}"
-    ))
-    .is_empty()));
+    let needle = format!("1004.{n}");
+    // Warden, the command and the jail's init above it.
+    assert!(eventually(10, || host_processes_and_inits_with(&needle)
+        .len()
+        >= 3));
+    let tree = host_processes_and_inits_with(&needle);
     w.kill().unwrap(); // SIGKILL: no chance to clean up.
     w.wait().unwrap();
+    let alive = || {
+        tree.iter()
+            .copied()
+            .filter(|p| std::path::Path::new(&format!("/proc/{p}")).exists())
+            .collect::<Vec<i32>>()
+    };
     assert!(
-        eventually(5, || host_processes_with(&format!("1004.{n}")).is_empty()),
-        "the sandboxed process outlived warden"
+        eventually(5, || alive().is_empty()),
+        "the sandboxed process outlived warden: {:?}",
+        alive()
     );
 }
 
@@ -305,14 +314,23 @@ pub fn regression_parent_death_signal_survives_the_id_change() {
             .spawn()
             .unwrap();
         let needle = format!("1006.{n}");
-        // Both the init (a copy of `warden run … 1006.n`) and the command must be up.
-        assert!(eventually(10, || host_processes_with(&needle).len() >= 3));
+        // Both the init (the command's parent, named `init`) and the command must be up.
+        assert!(eventually(10, || host_processes_and_inits_with(&needle)
+            .len()
+            >= 3));
+        let tree = host_processes_and_inits_with(&needle);
         w.kill().unwrap();
         w.wait().unwrap();
+        let alive = || {
+            tree.iter()
+                .copied()
+                .filter(|p| std::path::Path::new(&format!("/proc/{p}")).exists())
+                .collect::<Vec<i32>>()
+        };
         assert!(
-            eventually(5, || host_processes_with(&needle).is_empty()),
+            eventually(5, || alive().is_empty()),
             "left behind: {:?}",
-            host_processes_with(&needle)
+            alive()
         );
     }
 }

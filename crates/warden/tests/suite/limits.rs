@@ -123,15 +123,15 @@ pub fn a_stalled_reader_stops_neither_limits_nor_signals() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    // Up: warden, the jail's init (a copy of warden) and `yes`.
-    assert!(eventually(10, || host_processes_with(&n).len() >= 3));
+    // Up: warden, the jail's init and `yes`.
+    assert!(eventually(10, || host_processes_and_inits_with(&n).len() >= 3));
     let start = std::time::Instant::now();
     // The jail dies at its wall time although our stdout is full: only warden itself, still
     // waiting to hand over the output it holds, is left.
     assert!(
-        eventually(10, || host_processes_with(&n).len() == 1),
+        eventually(10, || host_processes_and_inits_with(&n).len() == 1),
         "{:?}",
-        host_processes_with(&n)
+        host_processes_and_inits_with(&n)
     );
     assert!(
         start.elapsed().as_secs_f64() > 1.0,
