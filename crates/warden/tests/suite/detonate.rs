@@ -915,7 +915,10 @@ pub fn what_the_model_reads_and_tools_that_turn_are_judged() {
 /// they visibly acted before failing — so the verdict is a judgement, not INCONCLUSIVE.
 #[test]
 pub fn api_clients_fail_fast_and_still_count_as_exercised() {
-    let (code, out, err) = detonate("api_client.py", &["--output", "json", "--timeout", "20s"]);
+    // About 150 calls (ten benign ones per tool, the payloads, the exhaustion pass): 45 s is
+    // plenty when each connection closes at its ClientHello, and far too little for a
+    // half-second hold per call (75 s).
+    let (code, out, err) = detonate("api_client.py", &["--output", "json", "--timeout", "45s"]);
     assert_eq!(code, 0, "{err}");
     let r: Value = serde_json::from_str(&out).unwrap();
     assert!(r["why"].is_null(), "{}", r["why"]);
