@@ -148,18 +148,7 @@ pub fn mark_limits(events: &mut [Event]) {
         let param = call["param"].as_str().unwrap_or("");
         let shown = call["arguments"]
             .get(param)
-            .map(|v| {
-                let text = v.to_string();
-                if text.len() > 256 {
-                    format!(
-                        "{}… ({} bytes)",
-                        text.chars().take(64).collect::<String>(),
-                        text.len()
-                    )
-                } else {
-                    text
-                }
-            })
+            .map(|v| crate::payloads::shown(&v.to_string()))
             .unwrap_or_else(|| "a boundary value".to_owned());
         let limit = e.data["limit"].as_str().unwrap_or("a").to_owned();
         let small = call["payload_bytes"]

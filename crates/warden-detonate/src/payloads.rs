@@ -120,12 +120,18 @@ impl Payload {
     /// The payload as events and reports show it: whole up to 256 bytes, else its start and
     /// its size.
     pub fn shown(&self) -> String {
-        if self.value.len() <= 256 {
-            return self.value.clone();
-        }
-        let start: String = self.value.chars().take(64).collect();
-        format!("{start}… ({} bytes)", self.value.len())
+        shown(&self.value)
     }
+}
+
+/// A payload's text as events and reports show it: whole up to 256 bytes, else its start and
+/// its size.
+pub fn shown(text: &str) -> String {
+    if text.len() <= 256 {
+        return text.to_owned();
+    }
+    let start: String = text.chars().take(64).collect();
+    format!("{start}… ({} bytes)", text.len())
 }
 
 /// The payloads for one string parameter.
