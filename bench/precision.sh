@@ -14,7 +14,16 @@
 #   new one is drawn from servers nobody has looked at.
 #   Spent (2026-11-29, issue #34): the argument canary's host naming and the behavioural
 #   comparison were fixed after @zereight/mcp-gitlab, a held-out server, came out HIGH on them.
-#   Draw a new held-out half before judging those again.
+#   That half now joins `tune` (as `spent`).
+# - `held-out` since 2026-12-07 (issue #34), drawn before any was detonated, by this rule:
+#   packages that call themselves an MCP server (npm: "MCP server" or "Model Context Protocol
+#   server" in the summary; PyPI: among the 15,000 most downloaded, with "mcp" in the name),
+#   most downloaded first, not already in this file, leaving out frameworks, SDKs, proxies,
+#   adapters, inspectors, generators, toolkits, middleware, GitHub actions, packages "for
+#   internal use", per-platform binaries, renamed stubs and servers for a system this machine
+#   is not (Xcode): the first 12 from npm and the first 10 from PyPI, at the version the
+#   registry listed on 2026-12-01. Placeholder keys are added only where a server's own
+#   start-up error asks for one (the invocation, never a rule).
 #
 # Usage: bench/precision.sh [--half tune|held-out|all] [--before OLD_WARDEN]
 #                           [--time-against OLD_WARDEN] [--out DIR] [path/to/warden]
@@ -88,7 +97,7 @@ tune=(
     "pypi:ha-mcp@8.7.0|--env HOMEASSISTANT_URL=http://ha.invalid:8123 --env HOMEASSISTANT_TOKEN=placeholder"
     "npm:nx-mcp@0.25.0"
 )
-held_out=(
+spent=(
     "pypi:mcp-clickhouse@0.7.0|--env CLICKHOUSE_HOST=clickhouse.invalid --env CLICKHOUSE_USER=x --env CLICKHOUSE_PASSWORD=placeholder"
     "pypi:postgres-mcp@0.3.0|--mcp-command postgres-mcp postgresql://127.0.0.1/db"
     "pypi:office-word-mcp-server@1.1.11"
@@ -112,6 +121,30 @@ held_out=(
     "pypi:awslabs-aws-documentation-mcp-server@1.2.3|--mcp-command awslabs.aws-documentation-mcp-server"
     "pypi:office-powerpoint-mcp-server@2.0.7"
     "pypi:excel-mcp-server@2.2.2|--mcp-command excel-mcp-server stdio"
+)
+held_out=(
+    "npm:@storybook/mcp@10.6.0"
+    "npm:@azure-devops/mcp@2.10.0"
+    "npm:@azure/mcp@2.0.5"
+    "npm:@gongrzhe/server-gmail-autoauth-mcp@1.1.11"
+    "npm:@salesforce/mcp@0.30.15"
+    "npm:@antv/mcp-server-chart@0.9.10"
+    "npm:@dynatrace-oss/dynatrace-mcp-server@2.1.2"
+    "npm:@cocal/google-calendar-mcp@2.6.3"
+    "npm:@hubspot/mcp-server@0.4.0"
+    "npm:@shortcut/mcp@0.25.0"
+    "npm:@apify/actors-mcp-server@0.16.0"
+    "npm:@drawio/mcp@1.6.1"
+    "pypi:lean-lsp-mcp@0.32.0"
+    "pypi:awslabs-bedrock-kb-retrieval-mcp-server@1.1.2"
+    "pypi:awslabs-aws-api-mcp-server@1.5.6"
+    "pypi:awslabs-aws-location-mcp-server@2.1.1"
+    "pypi:awslabs-memcached-mcp-server@1.1.1"
+    "pypi:awslabs-billing-cost-management-mcp-server@0.0.42"
+    "pypi:workspace-mcp@2.2.1"
+    "pypi:awslabs-cloudwatch-mcp-server@0.3.1"
+    "pypi:snowflake-labs-mcp@1.4.2"
+    "pypi:mcp-grafana@2.1.1"
 )
 
 rows=$out/rows.tsv
@@ -161,9 +194,9 @@ run_half() {
 }
 printf '%-9s %-52s %-13s %-13s %s\n' "half" "server" "verdict" "before" "HIGH+ (basis) | above low"
 case $half in
-    tune) run_half tune "${tune[@]}" ;;
+    tune) run_half tune "${tune[@]}" "${spent[@]}" ;;
     held-out) run_half held-out "${held_out[@]}" ;;
-    all) run_half tune "${tune[@]}"; run_half held-out "${held_out[@]}" ;;
+    all) run_half tune "${tune[@]}" "${spent[@]}"; run_half held-out "${held_out[@]}" ;;
     *) echo "--half: tune, held-out or all" >&2; exit 2 ;;
 esac
 python3 bench/precision_row.py --summary "$rows"
