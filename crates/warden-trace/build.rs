@@ -1,4 +1,5 @@
-//! Builds the environment interposer (`interposer/getenv.c`) into a shared object that the
+//! Builds the interposer (`interposer/getenv.c`, the environment reads, and
+//! `interposer/clock.c`, the virtual clock) into a shared object that the
 //! crate embeds. Needs a C compiler (`cc`, or `$CC`).
 
 use std::path::PathBuf;
@@ -6,6 +7,10 @@ use std::process::Command;
 
 /// The prctl option the interposer announces a read with (`interposer::ENV_READ_OPTION`).
 const ENV_READ_OPTION: u32 = 0x5744_0000;
+/// Where the run's clock record appears inside the jail (`clock::FILE_IN_JAIL`).
+const CLOCK_FILE: &str = "/.warden/clock";
+/// The record's mark (`clock::MAGIC`).
+const CLOCK_MAGIC: u32 = 0x4b4c_4357;
 
 fn main() {
     let out = PathBuf::from(std::env::var_os("OUT_DIR").unwrap_or_default());
@@ -23,6 +28,12 @@ fn main() {
     if let Err(e) = std::fs::write(out.join("words.h"), header) {
         panic!("writing words.h: {e}");
     }
+    let clock = format!(
+        "#define WARDEN_CLOCK_FILE \"{CLOCK_FILE}\"\n#define WARDEN_CLOCK_MAGIC {CLOCK_MAGIC}u\n"
+    );
+    if let Err(e) = std::fs::write(out.join("clock.h"), clock) {
+        panic!("writing clock.h: {e}");
+    }
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let status = Command::new(&cc)
         .args([
@@ -38,6 +49,8 @@ fn main() {
         .arg("-o")
         .arg(out.join("libwarden_env.so"))
         .arg("interposer/getenv.c")
+        .arg("interposer/clock.c")
+        .arg("-ldl")
         .status();
     match status {
         Ok(s) if s.success() => {}
@@ -46,4 +59,6 @@ fn main() {
     println!("cargo::rerun-if-changed=interposer");
     println!("cargo::rerun-if-env-changed=CC");
     println!("cargo::rustc-env=WARDEN_ENV_READ_OPTION={ENV_READ_OPTION}");
+    println!("cargo::rustc-env=WARDEN_CLOCK_FILE={CLOCK_FILE}");
+    println!("cargo::rustc-env=WARDEN_CLOCK_MAGIC={CLOCK_MAGIC}");
 }

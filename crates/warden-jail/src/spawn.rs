@@ -570,6 +570,14 @@ impl TraceLink {
             .map(|state| state.cpu_ms)
     }
 
+    /// [`TraceLink::window`], with the traced programs' clocks running `rate` times as fast
+    /// from the switch on (1: real speed again; the lead they gained stays). Time acceleration
+    /// reaches what loads the interposer: see `warden_trace::clock`.
+    pub fn window_at_rate(&self, name: Option<&str>, rate: f64) -> Result<Option<u64>, JailError> {
+        self.round_trip(serde_json::json!({ "window": name, "rate": rate }))
+            .map(|state| state.cpu_ms)
+    }
+
     /// Record an event of the caller's own (`mcp.tool_call`, `harness.payload`…) in the run's
     /// sequence, in the open window; returns its id (`None` past the cap).
     pub fn record(

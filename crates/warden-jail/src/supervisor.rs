@@ -116,7 +116,8 @@ pub struct Observer<'a> {
     /// (the planted canaries are in the first, `sandbox.started`) go there too.
     pub sink: Option<Sink>,
     /// Where the caller opens and closes attribution windows: one JSON object per line,
-    /// `{"window": "tool_call:3"}` or `{"window": null}`. Each is acknowledged on the sink
+    /// `{"window": "tool_call:3"}` or `{"window": null}`, with `"rate": R` to run the traced
+    /// programs' clocks R times as fast from then on. Each is acknowledged on the sink
     /// once every later event is attributed to it (`{"ack": NAME, "seq": N}`, with the `seq`
     /// the request carried). The caller's own events come the same way:
     /// `{"record": {"kind": K, "data": D}}` (the id comes back as `{"recorded": ID}`), with
@@ -308,7 +309,8 @@ pub fn supervise_with(
         Arc::new(
             Hub::new(MAX_EVENTS, observer.sink, canaries)
                 .with_capture(capture)
-                .with_decoy_ids(ids),
+                .with_decoy_ids(ids)
+                .with_clock(observation.as_ref().and_then(|o| o.clock.clone())),
         )
     });
     // A prepared run's trace starts with its command (see `release`).
@@ -904,6 +906,11 @@ fn read_control(t: &mut Tracing, fd: BorrowedFd<'_>, cpu_ms: Option<u64>) -> boo
                 // What the boundary saw so far belongs to the window closing.
                 if let Some(net) = &t.net {
                     net.sync_capture();
+                }
+                // With `rate`, the traced programs' clocks switch first (the window's
+                // acknowledgement then says they run at it).
+                if let Some(rate) = v["rate"].as_f64() {
+                    t.hub.set_rate(rate);
                 }
                 let name = v["window"].as_str().map(str::to_owned);
                 t.hub.set_window(name, v["seq"].as_u64(), cpu_ms);

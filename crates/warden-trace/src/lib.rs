@@ -1,7 +1,7 @@
 //! What Warden's tracer needs besides syscalls: canary tokens and their matcher, the decoy home
 //! and canary environment, the DNS stub's codec and fake address range, sniffing of captured
 //! connections (TLS SNI, HTTP request line), the framing of the HTTP requests on one
-//! connection, and the environment-read interposers.
+//! connection, the environment-read interposers and the virtual clock they carry.
 //!
 //! Everything here is pure logic over bytes the sandboxed program controls: it is bounded,
 //! never panics on malformed input (property-tested) and does no I/O of its own. The jail
@@ -9,6 +9,7 @@
 
 pub mod agents;
 pub mod canary;
+pub mod clock;
 pub mod decoys;
 pub mod dns;
 pub mod hosts;

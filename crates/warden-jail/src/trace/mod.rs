@@ -27,6 +27,7 @@
 //! canaries, and each find becomes a `canary.seen` event.
 
 pub mod boundary;
+pub mod clock;
 pub mod egress;
 pub mod identity;
 pub mod links;
@@ -61,6 +62,8 @@ pub struct Hub {
     capture: net::Capture,
     /// The planted decoy files, by device and inode.
     decoy_ids: Vec<identity::DecoyId>,
+    /// The run's virtual clock (when the interposer is there to read it).
+    clock: Option<std::sync::Arc<clock::Clock>>,
 }
 
 struct State {
@@ -231,6 +234,27 @@ impl Hub {
             canaries,
             capture: net::Capture::default(),
             decoy_ids: Vec::new(),
+            clock: None,
+        }
+    }
+
+    /// The same hub, with the run's virtual clock.
+    #[must_use]
+    pub fn with_clock(mut self, clock: Option<std::sync::Arc<clock::Clock>>) -> Hub {
+        self.clock = clock;
+        self
+    }
+
+    /// Run the traced programs' clocks at `rate` from now on (see [`clock`]); the lead they
+    /// have then, in milliseconds (`None` without a clock, or when the switch failed).
+    pub fn set_rate(&self, rate: f64) -> Option<i64> {
+        let clock = self.clock.as_ref()?;
+        match clock.set_rate(rate) {
+            Ok(_) => Some(clock.ahead_ms()),
+            Err(e) => {
+                tracing::warn!(error = %e, "the run's clock could not be switched");
+                None
+            }
         }
     }
 

@@ -1,5 +1,6 @@
 //! What tracing and decoys add to a policy before the jail starts: a private host directory
-//! holding the environment interposer and the Python hook (bound read-only at `/.warden`) and,
+//! holding the environment interposer and the Python hook (bound read-only at `/.warden`), the
+//! run's own clock record over its placeholder there (see [`super::clock`]) and,
 //! with decoys, the decoy home (bound writable at `/home/sandbox`), plus the environment that
 //! points programs at them and the canary credentials.
 //!
@@ -37,6 +38,8 @@ pub struct Observation {
     pub authority: Option<std::sync::Arc<warden_capture::Authority>>,
     /// The planted files, by device and inode.
     pub decoy_ids: Vec<super::identity::DecoyId>,
+    /// The run's virtual clock, shown over the tools' placeholder.
+    pub clock: Option<std::sync::Arc<super::clock::Clock>>,
 }
 
 fn fail(what: &str, e: &std::io::Error) -> JailError {
@@ -107,6 +110,7 @@ fn digest() -> String {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     LIBRARY.hash(&mut h);
     sitecustomize().hash(&mut h);
+    CLOCK_PLACEHOLDER.hash(&mut h);
     format!("{:016x}", h.finish())
 }
 
@@ -118,10 +122,16 @@ fn trusted(path: &Path) -> bool {
     })
 }
 
-/// Fill `dir` with the interposer and the Python hook (and the hook's bytecode, best effort).
+/// The tools' file that each run's clock record is bound over (empty: a program that finds it
+/// unbound reads no record and keeps the real clocks).
+const CLOCK_PLACEHOLDER: &str = "clock";
+
+/// Fill `dir` with the interposer, the Python hook (and the hook's bytecode, best effort) and
+/// the clock's placeholder.
 fn fill_tools(dir: &Path) -> Result<(), JailError> {
     mkdir(&dir.join("python"), 0o755)?;
     write(&dir.join("libwarden_env.so"), LIBRARY, 0o644)?;
+    write(&dir.join(CLOCK_PLACEHOLDER), b"", 0o644)?;
     let hook = dir.join("python/sitecustomize.py");
     write(&hook, sitecustomize().as_bytes(), 0o644)?;
     // The jail runs the system's own Python (it sees the host's /usr): compile the hook with it
@@ -156,7 +166,10 @@ fn shared_tools() -> Option<PathBuf> {
         return None;
     }
     let dir = root.join(format!("tools-{}", digest()));
-    if trusted(&dir) && dir.join("python/sitecustomize.py").is_file() {
+    if trusted(&dir)
+        && dir.join("python/sitecustomize.py").is_file()
+        && dir.join(CLOCK_PLACEHOLDER).is_file()
+    {
         return Some(dir);
     }
     // Built aside and renamed into place, so no run ever sees a half-written directory.
@@ -221,6 +234,22 @@ pub fn prepare(policy: &mut Policy) -> Result<Option<Observation>, JailError> {
         &format!("{TOOLS_MOUNT}/libwarden_env.so"),
     );
     prepend(policy, "PYTHONPATH", &format!("{TOOLS_MOUNT}/python"));
+    // The run's own clock record, over the shared tools' placeholder (bound after them).
+    let clock = {
+        let base = match &dir {
+            Some(own) => own.path().to_path_buf(),
+            None => dir.insert(own_dir()?).path().to_path_buf(),
+        };
+        let path = base.join("clock");
+        let clock =
+            super::clock::Clock::create(&path).map_err(|e| fail("writing the run's clock", &e))?;
+        policy.binds.push(Bind {
+            source: path,
+            target: Some(PathBuf::from(warden_trace::clock::FILE_IN_JAIL)),
+            writable: false,
+        });
+        std::sync::Arc::new(clock)
+    };
     let mut home_mount = None;
     let mut decoy_ids = Vec::new();
     let decoys = if policy.decoys {
@@ -304,6 +333,7 @@ pub fn prepare(policy: &mut Policy) -> Result<Option<Observation>, JailError> {
         decoys,
         authority,
         decoy_ids,
+        clock: Some(clock),
     }))
 }
 
@@ -393,6 +423,12 @@ mod tests {
         );
         let hook = std::fs::read_to_string(d.path().join("python/sitecustomize.py")).unwrap();
         assert_eq!(hook, sitecustomize());
+        // The interposer opens the clock at the placeholder's place in the jail.
+        assert!(d.path().join(CLOCK_PLACEHOLDER).is_file());
+        assert_eq!(
+            warden_trace::clock::FILE_IN_JAIL,
+            format!("{TOOLS_MOUNT}/{CLOCK_PLACEHOLDER}")
+        );
         assert_eq!(digest(), digest());
     }
 }
