@@ -71,6 +71,9 @@ pub fn html(r: &Report) -> String {
         r.duration_ms,
         esc(r.warden_version)
     );
+    if let Some(dwell) = crate::report::dwell_line(&r.harness["dwell"]) {
+        let _ = writeln!(o, "<p>{}</p>", esc(&dwell));
+    }
     if let Some(why) = &r.why {
         let _ = write!(
             o,

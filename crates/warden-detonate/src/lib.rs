@@ -56,6 +56,9 @@ pub struct Options {
     pub calls_per_tool: u32,
     /// Time for the whole session (default 120 s).
     pub budget: Duration,
+    /// Virtual length of the dwell after the calls (default ten minutes, in a few real
+    /// seconds; zero: none). See [`harness::dwell`].
+    pub dwell: Duration,
     /// Time for the install phase (default 300 s).
     pub install_budget: Duration,
     /// Rule directories (override and extend the built-in rules).
@@ -96,6 +99,7 @@ impl Default for Options {
             call_timeout: Duration::from_secs(10),
             calls_per_tool: harness::repeat::CALLS_PER_TOOL,
             budget: Duration::from_secs(120),
+            dwell: harness::dwell::DEFAULT,
             install_budget: Duration::from_secs(300),
             rules: Vec::new(),
             adversarial: true,
@@ -265,6 +269,9 @@ pub(crate) fn harness_json(
         "benign_valid": session.benign_valid,
         "aborted": session.aborted,
     });
+    if let Some(d) = &session.dwell {
+        h["dwell"] = d.clone();
+    }
     if let (Some(h), serde_json::Value::Object(extra)) = (h.as_object_mut(), extra) {
         h.extend(extra);
     }

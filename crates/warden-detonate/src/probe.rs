@@ -48,6 +48,8 @@ pub fn probe(
         http: None,
         remote: Some(remote.clone()),
         sinks: Vec::new(),
+        // Nothing of a remote server runs here: nothing to wait for.
+        dwell: std::time::Duration::ZERO,
     };
     phases::progress(
         options,

@@ -56,6 +56,23 @@ pub struct Report {
     pub location: Option<String>,
 }
 
+/// The dwell after the last call in words (`None` when none was asked for).
+pub fn dwell_line(dwell: &Value) -> Option<String> {
+    if let Some(why) = dwell["skipped"].as_str() {
+        return Some(format!("dwell skipped: {}", clean(why)));
+    }
+    let real = dwell["real_ms"].as_u64()?;
+    let virt = dwell["virtual_ms"].as_u64()?;
+    #[allow(clippy::cast_precision_loss)]
+    let line = format!(
+        "dwell: {} s of the server's time in {:.1} s (its clocks {}x)",
+        virt / 1000,
+        real as f64 / 1000.0,
+        dwell["rate"].as_f64().unwrap_or(1.0).round()
+    );
+    Some(line)
+}
+
 /// `s` with control, bidirectional and invisible characters written as `\u{..}`.
 pub fn clean(s: &str) -> String {
     s.chars()
@@ -265,6 +282,9 @@ impl Report {
                 self.events.len()
             ),
         ];
+        if let Some(dwell) = dwell_line(&self.harness["dwell"]) {
+            lines.push(dwell);
+        }
         if let Some(why) = &self.why {
             lines.insert(1, stopped_short(self.verdict, why));
         }

@@ -207,6 +207,11 @@ pub struct DetonateArgs {
     /// called once.
     #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=50))]
     pub calls_per_tool: u32,
+    /// After the calls, keep the server and everything it started running for this much of
+    /// its own time, with its clocks running fast (ten minutes pass in three seconds), so a
+    /// theft that waits for a timer or a detached child is seen. 0 turns the dwell off.
+    #[arg(long, value_name = "DURATION", default_value = "10m")]
+    pub dwell: String,
     /// Offer this machine's Chromium to a server that drives a browser (Playwright, Puppeteer):
     /// named through each one's variables, headless, with room in the jail for it. Without a
     /// path (or `auto`): the first installed of Debian's chromium-headless-shell, chromium and

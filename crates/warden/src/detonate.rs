@@ -178,6 +178,7 @@ fn detonate(args: &DetonateArgs) -> Result<Gate> {
             .context("--workspace")?,
         call_timeout: duration(&args.call_timeout, "--call-timeout")?,
         budget: duration(&args.timeout, "--timeout")?,
+        dwell: dwell(&args.dwell)?,
         install_budget: duration(&args.install_timeout, "--install-timeout")?,
         rules: args.rules.clone(),
         adversarial: !args.no_payloads,
@@ -252,6 +253,22 @@ fn detonate(args: &DetonateArgs) -> Result<Gate> {
 
 /// Full mode's model from the flags: `None` in fast mode; an error for a full mode without a
 /// usable `--llm`, or an `--llm` without full mode.
+/// `--dwell`: a duration, or 0 for none; at most a week of the server's time.
+fn dwell(text: &str) -> Result<std::time::Duration> {
+    let t = text.trim();
+    if t.trim_end_matches(|c: char| c.is_ascii_alphabetic())
+        .parse::<f64>()
+        == Ok(0.0)
+    {
+        return Ok(std::time::Duration::ZERO);
+    }
+    let d = parse_duration(t).with_context(|| format!("--dwell: not a duration: {t:?}"))?;
+    if d > warden_detonate::harness::dwell::MAX {
+        bail!("--dwell: at most a week ({t:?})");
+    }
+    Ok(d)
+}
+
 fn llm_settings(
     args: &DetonateArgs,
     duration: &dyn Fn(&str, &str) -> Result<std::time::Duration>,

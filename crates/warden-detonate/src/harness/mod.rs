@@ -28,6 +28,7 @@ use crate::{args, metadata};
 
 mod agent;
 pub mod aim;
+pub mod dwell;
 pub mod http;
 mod judge;
 pub mod listeners;
@@ -105,6 +106,9 @@ pub struct Session {
     pub read_tail: String,
     /// See `read_tail`.
     pub read_reported: warden_trace::Reported,
+    /// The dwell after the calls: its real and virtual length and rate, or why it was
+    /// skipped (`None`: none was asked for).
+    pub dwell: Option<Value>,
 }
 
 /// Characters of what the model read kept for the join of the next result.
@@ -164,6 +168,8 @@ pub struct Settings {
     pub remote: Option<remote::Remote>,
     /// The dangerous sinks the static phase found, by tool: their payloads go first.
     pub sinks: Vec<warden_scan::sinks::Sink>,
+    /// Virtual length of the dwell after the calls (zero: none; see [`dwell`]).
+    pub dwell: Duration,
 }
 
 /// Hex SHA-256 of `text`.
@@ -952,6 +958,9 @@ where
         record_changes(ctx, "resource", &resources_first, &as_values(&again));
     }
     tracing::debug!("lists done");
+    // The dwell: the calls are over, time runs fast, and what waited for it shows. Before the
+    // exhaustion payloads, which may end the server.
+    dwell::dwell(ctx).await;
     // Exhaustion last of all, after every other check: a limit it provokes ends the run, and
     // that end is its evidence (the limit in the call's window), not a session cut short.
     for (name, arguments, payload) in exhaust {

@@ -24,6 +24,7 @@ fn during(window: Option<&str>, tools: &HashMap<String, String>) -> String {
     match window {
         Some("install") => "the install".into(),
         Some("startup") => "start-up".into(),
+        Some("dwell") => "the dwell after the last call".into(),
         Some(w) => match (w.strip_prefix("tool_call:"), tools.get(w)) {
             (Some(n), Some(tool)) => format!("call {n} of {}", shown(tool)),
             (Some(n), None) => format!("call {n}"),

@@ -51,6 +51,7 @@ pub fn session(
                 http: options.http.clone(),
                 remote: options.remote.clone(),
                 sinks: sinks.to_vec(),
+                dwell: options.dwell,
             };
             harness::run(jail, &start.policy, &start.resolved.argv, &settings)?
         }

@@ -673,6 +673,50 @@ pub fn a_server_that_waits_for_its_eighth_call_is_seen() {
     assert_eq!(r["verdict"], "PASS", "{}", r["findings"]);
 }
 
+/// Issue #35: behaviour that waits for time to pass is drawn out by the dwell (ten virtual
+/// minutes in three real seconds after the last call): a 45-second sleep before the theft in
+/// Python and in Node (each checks that its clock really moved), and a detached, double-forked
+/// grandchild that steals two minutes after the call that left it. `--dwell 0`: none of it is
+/// seen, and the report says no dwell ran.
+#[test]
+pub fn behaviour_that_waits_is_seen_in_the_dwell() {
+    for fixture in ["sleeper.py", "sleeper.js", "lingerer.py"] {
+        let target = fixtures().join("mcp/servers").join(fixture);
+        let r = detonate_target(&target.display().to_string(), &["--no-payloads"]);
+        let leaving: Vec<&Value> = r["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["rule"] == "canary-leaving" && f["severity"] == "critical")
+            .collect();
+        assert!(!leaving.is_empty(), "{fixture}: {}", r["findings"]);
+        let message = leaving[0]["message"].as_str().unwrap();
+        assert!(message.contains("during the dwell"), "{fixture}: {message}");
+        let events = r["events"].as_array().unwrap();
+        let seen: Vec<&Value> = leaving[0]["evidence"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|id| events.iter().find(|e| e["id"] == *id))
+            .collect();
+        assert!(
+            seen.iter()
+                .any(|e| e["kind"] == "canary.seen" && e["triggered_by"] == "dwell"),
+            "{fixture}: {seen:?}"
+        );
+        let dwell = &r["harness"]["dwell"];
+        assert!(dwell["virtual_ms"].as_u64().unwrap() >= 590_000, "{dwell}");
+        assert!(dwell["real_ms"].as_u64().unwrap() < 10_000, "{dwell}");
+    }
+    let target = fixtures().join("mcp/servers/sleeper.py");
+    let r = detonate_target(
+        &target.display().to_string(),
+        &["--no-payloads", "--dwell", "0"],
+    );
+    assert_eq!(r["verdict"], "PASS", "{}", r["findings"]);
+    assert!(r["harness"].get("dwell").is_none(), "{}", r["harness"]);
+}
+
 #[test]
 pub fn one_fixture_per_category() {
     let f = findings("sql_search.py", &[]);
