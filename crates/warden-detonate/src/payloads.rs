@@ -152,11 +152,14 @@ pub fn for_param(nonce: &str) -> Vec<Payload> {
             Kind::Ssrf,
             "http://169.254.169.254/latest/meta-data/".into(),
         ),
-        p(Kind::SqlInjection, "x'".into()),
-        // The control: the same words with a condition that is never true. A tautology proves a
-        // breakout only by returning more than both the benign call and this; a text search
-        // answers both alike (they differ in one character).
+        // The control first: the same words with a condition that is never true, well-formed
+        // SQL once it lands in a quoted string. A tautology proves a breakout only by
+        // returning more than both the benign call and this (a text search answers both alike:
+        // they differ in one character), and a database error only when this did not show it
+        // too (a parser that refuses any odd value, a time or a number, answers every one of
+        // these with its own "syntax error").
         p(Kind::SqlInjection, SQL_CONTROL.into()),
+        p(Kind::SqlInjection, "x'".into()),
         p(Kind::SqlInjection, "x' OR '1'='1".into()),
     ]
     .into_iter()
@@ -383,9 +386,17 @@ pub fn detect(
                 .map(|e| format!("event {} reached for the payload's host", e.id))
         }
         Kind::SqlInjection => {
-            // A signature the benign call's output already has (a linter, a calculator) is not
-            // caused by the quote.
-            let fresh = |sig: &&&str| benign_output.is_none_or(|b| !b.contains(**sig));
+            // The control is what the others are measured against, never a finding itself.
+            if payload.value == SQL_CONTROL {
+                return None;
+            }
+            // A signature the benign call's output already has (a linter, a calculator), or the
+            // well-formed control's, is not caused by the quote breaking out.
+            let fresh = |sig: &&&str| {
+                [benign_output, control_output]
+                    .iter()
+                    .all(|o| o.is_none_or(|o| !o.contains(**sig)))
+            };
             if let Some(sig) = SQL_ERRORS
                 .iter()
                 .filter(fresh)
@@ -396,9 +407,6 @@ pub fn detect(
             // A tautology that widens the result: more rows than the benign call *and* than the
             // never-true control, each by more than an echo of the payload would add. A fuzzy
             // search or an error that quotes its input answers the control as broadly.
-            if payload.value == SQL_CONTROL {
-                return None;
-            }
             let (b, c) = (benign_output?, control_output?);
             let rows = |s: &str| s.matches("\\n").count();
             // Wider by half again at least: a text search ranks the two payloads' words a little
@@ -546,6 +554,31 @@ mod tests {
         assert!(!by_design(Kind::SqlInjection, "code"));
     }
 
+    /// Regression (held-out precision draw of 2026-12-07, mcp-grafana): a time parameter whose
+    /// parser answers every odd value with "syntax error" is no SQL injection; a quote that
+    /// breaks a real query, whose well-formed control went through, is.
+    #[test]
+    fn a_database_error_counts_only_when_the_well_formed_control_had_none() {
+        let n = "abc123";
+        let ps = for_param(n);
+        let sql: Vec<&Payload> = ps.iter().filter(|p| p.kind == Kind::SqlInjection).collect();
+        assert_eq!(sql[0].value, SQL_CONTROL, "the control goes first");
+        let quote = sql[1];
+        assert_eq!(quote.value, "x'");
+        let parser = "invalid parameter: syntax error at position 1";
+        assert!(detect(quote, n, parser, &[], false, Some("no data"), Some(parser)).is_none());
+        assert!(
+            detect(sql[0], n, parser, &[], false, Some("no data"), None).is_none(),
+            "the control is never a finding"
+        );
+        let sqlite = "sqlite3.OperationalError: unrecognized token: \"'x''\"";
+        assert!(detect(quote, n, sqlite, &[], false, Some(""), Some("")).is_some());
+        assert!(
+            detect(quote, n, sqlite, &[], false, Some(""), None).is_some(),
+            "no control answer (it timed out): the benign call decides"
+        );
+    }
+
     #[test]
     fn echoed_payloads_are_not_detections() {
         let n = "abc123";
@@ -605,9 +638,10 @@ mod tests {
             detect(&ps[6], n, "", &[&dns], false, None, None).is_none(),
             "the metadata payload needs its own connect"
         );
+        assert_eq!(ps[8].value, "x'");
         assert!(
             detect(
-                &ps[7],
+                &ps[8],
                 n,
                 "sqlite3.OperationalError: near",
                 &[],
