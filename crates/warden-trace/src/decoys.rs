@@ -278,7 +278,13 @@ pub fn audience(planted: &str) -> &'static [&'static str] {
         "env:AWS_ACCESS_KEY_ID"
         | "file:~/.aws/credentials#id"
         | "imds:aws#id"
-        | "imds:aws#token" => &["amazonaws.com", "amazonaws.com.cn", "aws.amazon.com"],
+        | "imds:aws#token" => &[
+            "amazonaws.com",
+            "amazonaws.com.cn",
+            "aws.amazon.com",
+            // AWS's newer endpoints (dual-stack, Free Tier: freetier.us-east-1.api.aws).
+            "api.aws",
+        ],
         "env:GITHUB_TOKEN" | "file:~/.config/gh/hosts.yml" | "file:~/.git-credentials" => {
             &["github.com", "githubusercontent.com"]
         }
@@ -334,6 +340,11 @@ mod audience_tests {
         assert!(!is_audience("env:GITHUB_TOKEN", "github.com.evil.test"));
         assert!(!is_audience("env:GITHUB_TOKEN", "notgithub.com"));
         assert!(!is_audience("env:GITHUB_TOKEN", "api.openai.com"));
+        assert!(is_audience(
+            "env:AWS_ACCESS_KEY_ID",
+            "freetier.us-east-1.api.aws"
+        ));
+        assert!(!is_audience("env:AWS_ACCESS_KEY_ID", "api.aws.evil.test"));
         assert!(is_audience(
             "file:~/.aws/credentials#id",
             "sts.amazonaws.com"

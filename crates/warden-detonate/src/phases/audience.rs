@@ -6,7 +6,8 @@
 //!
 //! Guarantees: only a sighting in a connection (the sink's first bytes, a flow at the boundary,
 //! a request inside TLS) is ever marked, only when the name that connection was for — the TLS
-//! server name, the HTTP Host, or the name the address stood for — is one of the services the
+//! server name, the HTTP Host, or the name the address stood for (the chamber's DNS answer,
+//! when the tracer saw no request to link) — is one of the services the
 //! credential is for (`warden_trace::decoys::audience`), by whole labels. A DNS name, a tool's
 //! result, a file or a connection to a bare address is never "its service". Limit: a server
 //! that sends a token to its own service in order to leak it there (a public gist holding it)
@@ -20,6 +21,7 @@ use warden_jail::warden_trace::decoys::is_audience;
 
 /// Mark the sightings of credentials sent to their own service in `events`.
 pub fn mark(events: &mut [Event]) {
+    let answered = super::answers::Answers::of(events);
     let names: HashMap<u64, Vec<String>> = events
         .iter()
         .filter(|e| e.kind == EventKind::NetSend)
@@ -39,9 +41,16 @@ pub fn mark(events: &mut [Event]) {
             continue;
         };
         let candidates: Vec<String> = match e.data["where"].as_str() {
+            // The connection's names; for one the tracer could not link (a TLS sighting whose
+            // request it did not see), the name the chamber's DNS gave its address for.
             Some("net" | "tls") => e.data["event"]
                 .as_u64()
                 .and_then(|id| names.get(&id).cloned())
+                .filter(|n| !n.is_empty())
+                .or_else(|| {
+                    let address = e.data["address"].as_str()?;
+                    answered.name(address).map(|n| vec![n.to_owned()])
+                })
                 .unwrap_or_default(),
             Some("boundary") => e.data["host"]
                 .as_str()
@@ -127,5 +136,45 @@ mod tests {
             .map(|e| e.id)
             .collect();
         assert_eq!(own, [2, 5]);
+    }
+
+    /// Regression (held-out precision draw of 2026-12-07, AWS's billing server): an AWS SDK's
+    /// signed request inside TLS that the tracer could not link to a request of its own is
+    /// named by the chamber's DNS answer for its address; a connection to an address the
+    /// chamber never gave is still nobody's service.
+    #[test]
+    fn an_unlinked_tls_sighting_is_named_by_the_address_it_went_to() {
+        let mut events = vec![
+            event(
+                1,
+                EventKind::NetDns,
+                json!({ "name": "billingconductor.us-east-1.amazonaws.com", "answer": "198.18.0.7" }),
+            ),
+            event(
+                2,
+                EventKind::CanarySeen,
+                json!({ "planted": "env:AWS_ACCESS_KEY_ID", "where": "tls", "event": null,
+                        "address": "::ffff:198.18.0.7" }),
+            ),
+            event(
+                3,
+                EventKind::CanarySeen,
+                json!({ "planted": "env:AWS_ACCESS_KEY_ID", "where": "tls", "event": null,
+                        "address": "203.0.113.9" }),
+            ),
+            event(
+                4,
+                EventKind::CanarySeen,
+                json!({ "planted": "env:GITHUB_TOKEN", "where": "tls", "event": null,
+                        "address": "198.18.0.7" }),
+            ),
+        ];
+        mark(&mut events);
+        let own: Vec<u64> = events
+            .iter()
+            .filter(|e| e.data["own_service"] == true)
+            .map(|e| e.id)
+            .collect();
+        assert_eq!(own, [2]);
     }
 }

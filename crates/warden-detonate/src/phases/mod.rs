@@ -9,6 +9,7 @@
 //! [`verdict::Inconclusive`]) and the later phases decide what it means, so a detonation that
 //! did not happen is a result, never a silent pass.
 
+pub mod answers;
 pub mod audience;
 pub mod browser;
 pub mod decoys;

@@ -188,7 +188,7 @@ fn loopback(host: &str) -> bool {
 fn host_of(
     data: &Value,
     by_id: &HashMap<u64, Value>,
-    answered: &HashMap<String, String>,
+    answered: &super::answers::Answers,
 ) -> Option<String> {
     let linked = data["event"].as_u64().and_then(|id| by_id.get(&id));
     let pick = |v: &Value| {
@@ -200,9 +200,8 @@ fn host_of(
         let address = data["address"].as_str()?;
         Some(
             answered
-                .get(address)
-                .cloned()
-                .unwrap_or_else(|| address.to_owned()),
+                .name(address)
+                .map_or_else(|| address.to_owned(), str::to_owned),
         )
     })
 }
@@ -257,15 +256,7 @@ pub fn mark(events: &mut [Event], tools: &HashMap<String, String>, shown: &Shown
         })
         .map(|e| (e.id, e.data.clone()))
         .collect();
-    // The names the chamber's DNS answered, by the address it gave.
-    let answered: HashMap<String, String> = events
-        .iter()
-        .filter(|e| e.kind == EventKind::NetDns)
-        .filter_map(|e| {
-            let (a, n) = (e.data["answer"].as_str()?, e.data["name"].as_str()?);
-            Some((a.to_owned(), n.trim_end_matches('.').to_owned()))
-        })
-        .collect();
+    let answered = super::answers::Answers::of(events);
     for e in events.iter_mut() {
         if e.kind != EventKind::CanarySeen
             || !e.data["planted"]
