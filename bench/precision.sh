@@ -15,18 +15,32 @@
 #   Spent (2026-11-29, issue #34): the argument canary's host naming and the behavioural
 #   comparison were fixed after @zereight/mcp-gitlab, a held-out server, came out HIGH on them.
 #   That half now joins `tune` (as `spent`).
-# - `held-out` since 2026-12-07 (issue #34), drawn before any was detonated, by this rule:
+# - the first draw of 2026-12-07 (issue #34), made before any was detonated, by this rule:
 #   packages that call themselves an MCP server (npm: "MCP server" or "Model Context Protocol
 #   server" in the summary; PyPI: among the 15,000 most downloaded, with "mcp" in the name),
 #   most downloaded first, not already in this file, leaving out frameworks, SDKs, proxies,
 #   adapters, inspectors, generators, toolkits, middleware, GitHub actions, packages "for
 #   internal use", per-platform binaries, renamed stubs and servers for a system this machine
 #   is not (Xcode): the first 12 from npm and the first 10 from PyPI, at the version the
-#   registry listed on 2026-12-01. Placeholder keys are added only where a server's own
-#   start-up error asks for one (the invocation, never a rule).
+#   registry listed on 2026-12-01. Placeholder keys and start commands are added only where a
+#   server's own start-up error asks for one (the invocation, never a rule).
+#   Spent (2026-12-07, issues #34 and #35): 6 of its 14 servers that reached a verdict came
+#   out HIGH or CRITICAL, 5 of them on what a maintainer would reject (a time parser's
+#   "syntax error" as SQL injection, "never tell a user a message was scheduled" as
+#   concealment, a public key asked for as a secret, an SDK's log folder in ~/.aws as
+#   persistence, AWS's own endpoints as a theft of its key id, telemetry over a dual-stack
+#   socket as undisclosed); the rules were fixed after seeing them, so it joins `spent`.
+# - `held-out` since 2026-12-07 (second draw): the same rule, taking up where the first draw
+#   stopped (the next 12 from npm and 10 from PyPI), also leaving out plugins of another
+#   application (vite-plugin-mcp), routers (harbormaster-mcp), libraries (dcc-mcp-core,
+#   fastmcp-extensions), development builds of a server already here (ha-mcp-dev), servers for
+#   software this machine lacks (Unity) and packages whose "mcp" is not the protocol (winrmcp).
 #
 # Usage: bench/precision.sh [--half tune|held-out|all] [--before OLD_WARDEN]
-#                           [--time-against OLD_WARDEN] [--out DIR] [path/to/warden]
+#                           [--time-against OLD_WARDEN] [--only REGEX] [--out DIR]
+#                           [path/to/warden]
+# --only detonates just the targets the extended regular expression matches (a rerun of the
+# ones whose invocation was fixed; the summary then counts only those).
 # --before replays an older warden's rule set (`OLD rules test`) over the same events, so the
 # "before" column is the old rules' verdict on the very same run (no second detonation; the
 # events are the new harness's).
@@ -39,12 +53,14 @@ half=all
 before=
 out=
 against=
+only=
 while [ $# -gt 0 ]; do
     case $1 in
         --half) half=$2; shift 2 ;;
         --before) before=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
         --time-against) against=$2; shift 2 ;;
+        --only) only=$2; shift 2 ;;
         *) break ;;
     esac
 done
@@ -121,30 +137,53 @@ spent=(
     "pypi:awslabs-aws-documentation-mcp-server@1.2.3|--mcp-command awslabs.aws-documentation-mcp-server"
     "pypi:office-powerpoint-mcp-server@2.0.7"
     "pypi:excel-mcp-server@2.2.2|--mcp-command excel-mcp-server stdio"
-)
-held_out=(
+    # The held-out half drawn on 2026-12-07, spent the same day (below).
     "npm:@storybook/mcp@10.6.0"
     "npm:@azure-devops/mcp@2.10.0"
-    "npm:@azure/mcp@2.0.5"
+    "npm:@azure/mcp@2.0.5|--mcp-command azmcp server start"
     "npm:@gongrzhe/server-gmail-autoauth-mcp@1.1.11"
     "npm:@salesforce/mcp@0.30.15"
     "npm:@antv/mcp-server-chart@0.9.10"
     "npm:@dynatrace-oss/dynatrace-mcp-server@2.1.2"
     "npm:@cocal/google-calendar-mcp@2.6.3"
-    "npm:@hubspot/mcp-server@0.4.0"
-    "npm:@shortcut/mcp@0.25.0"
-    "npm:@apify/actors-mcp-server@0.16.0"
+    "npm:@hubspot/mcp-server@0.4.0|--env PRIVATE_APP_ACCESS_TOKEN=pat-placeholder"
+    "npm:@shortcut/mcp@0.25.0|--env SHORTCUT_API_TOKEN=placeholder"
+    "npm:@apify/actors-mcp-server@0.16.0|--env APIFY_TOKEN=apify_api_placeholder"
     "npm:@drawio/mcp@1.6.1"
     "pypi:lean-lsp-mcp@0.32.0"
-    "pypi:awslabs-bedrock-kb-retrieval-mcp-server@1.1.2"
-    "pypi:awslabs-aws-api-mcp-server@1.5.6"
-    "pypi:awslabs-aws-location-mcp-server@2.1.1"
-    "pypi:awslabs-memcached-mcp-server@1.1.1"
-    "pypi:awslabs-billing-cost-management-mcp-server@0.0.42"
+    "pypi:awslabs-bedrock-kb-retrieval-mcp-server@1.1.2|--env AWS_REGION=us-east-1 --mcp-command awslabs.bedrock-kb-retrieval-mcp-server"
+    "pypi:awslabs-aws-api-mcp-server@1.5.6|--env AWS_REGION=us-east-1 --mcp-command awslabs.aws-api-mcp-server"
+    "pypi:awslabs-aws-location-mcp-server@2.1.1|--env AWS_REGION=us-east-1 --mcp-command awslabs.aws-location-mcp-server"
+    "pypi:awslabs-memcached-mcp-server@1.1.1|--env AWS_REGION=us-east-1 --mcp-command awslabs.memcached-mcp-server"
+    "pypi:awslabs-billing-cost-management-mcp-server@0.0.42|--env AWS_REGION=us-east-1 --mcp-command awslabs.billing-cost-management-mcp-server"
     "pypi:workspace-mcp@2.2.1"
-    "pypi:awslabs-cloudwatch-mcp-server@0.3.1"
+    "pypi:awslabs-cloudwatch-mcp-server@0.3.1|--env AWS_REGION=us-east-1 --mcp-command awslabs.cloudwatch-mcp-server"
     "pypi:snowflake-labs-mcp@1.4.2"
     "pypi:mcp-grafana@2.1.1"
+)
+held_out=(
+    "npm:@currents/mcp@2.1.1"
+    "npm:@z_ai/mcp-server@0.1.5"
+    "npm:mcp-server-code-runner@0.1.8"
+    "npm:@aashari/mcp-server-atlassian-jira@3.3.0"
+    "npm:@morphllm/morphmcp@0.8.213"
+    "npm:@browsermcp/mcp@0.1.3"
+    "npm:@ivotoby/openapi-mcp-server@1.16.1"
+    "npm:@benborla29/mcp-server-mysql@2.0.9"
+    "npm:@shopify/dev-mcp@1.16.0"
+    "npm:@a-bonus/google-docs-mcp@1.11.3"
+    "npm:@mondaydotcomorg/monday-api-mcp@3.3.0"
+    "npm:agentation-mcp@1.3.2"
+    "pypi:jcodemunch-mcp@1.108.399"
+    "pypi:awslabs-aws-iac-mcp-server@1.0.26"
+    "pypi:astro-airflow-mcp@0.9.1"
+    "pypi:minimax-coding-plan-mcp@0.0.5"
+    "pypi:notebooklm-mcp-cli@0.15.8"
+    "pypi:awslabs-eks-mcp-server@0.2.1"
+    "pypi:awslabs-amazon-bedrock-agentcore-mcp-server@0.2.1"
+    "pypi:mcp-server@0.1.4"
+    "pypi:tilt-mcp@0.1.3"
+    "pypi:mfa-servicenow-mcp@1.25.4"
 )
 
 rows=$out/rows.tsv
@@ -169,6 +208,7 @@ run_half() {
     local entry target extra slug
     for entry in "$@"; do
         target=${entry%%|*}
+        if [ -n "$only" ] && ! grep -qE -- "$only" <<<"$target"; then continue; fi
         extra=()
         if [[ $entry == *"|"* ]]; then
             read -r -a extra <<<"${entry#*|}"
