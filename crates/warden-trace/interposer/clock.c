@@ -12,14 +12,16 @@
  * CPU-time clocks are left alone), gettimeofday, time, timespec_get; nanosleep,
  * clock_nanosleep (relative and absolute), sleep, usleep; poll, ppoll, select, pselect,
  * epoll_wait, epoll_pwait; sem_timedwait, sem_clockwait; pthread_cond_timedwait and
- * pthread_cond_clockwait (a wait that outlasts a slice returns as a spurious wake-up, which
- * POSIX allows); timerfd_settime (converted when armed). Not covered: programs that do not
+ * pthread_cond_clockwait (at a faster rate, a wait that outlasts a slice returns as a spurious
+ * wake-up, which POSIX allows; at the real rate they wait whole, so one begun before the rate
+ * changes keeps its real length); timerfd_settime (converted when armed). Not covered: programs that do not
  * load this library (static binaries such as Go's, programs started with an empty
  * environment), raw syscalls and the vDSO called directly, alarm/setitimer/timer_settime,
  * and file and kernel timestamps, which stay real.
  *
- * A long wait is cut into slices of at most SLICE_NS of real time, each re-reading the record,
- * so a wait begun at rate 1 speeds up when the dwell begins. */
+ * A long wait (but a condition variable's at rate 1) is cut into slices of at most SLICE_NS
+ * of real time, each re-reading the record, so a wait begun at rate 1 speeds up when the dwell
+ * begins. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -450,8 +452,10 @@ int sem_clockwait(sem_t *restrict sem, clockid_t c, const struct timespec *restr
     return sem_wait_until(sem, c, deadline_at(c, abs), 1);
 }
 
-/* One slice of a condition variable's wait on clock `c`: the real function's answer, or 0 (a
- * spurious wake-up) when the slice ended before the virtual deadline. */
+/* A condition variable's wait on clock `c`. At the real rate, the deadline moved back by the
+ * clocks' lead and waited for whole, as glibc would; faster, one slice: the real function's
+ * answer, or 0 (a spurious wake-up, which POSIX allows) when the slice ended before the
+ * virtual deadline. */
 static int cond_wait(pthread_cond_t *cv, pthread_mutex_t *m, clockid_t c,
                      const struct timespec *abs, int explicit_clock) {
     int64_t deadline = deadline_at(c, abs);
@@ -459,7 +463,13 @@ static int cond_wait(pthread_cond_t *cv, pthread_mutex_t *m, clockid_t c,
     int64_t left = deadline - n.virt;
     if (left <= 0)
         return ETIMEDOUT;
-    struct timespec d = real_abs(c, &n, left);
+    struct timespec d;
+    if (n.s.rate_milli == 1000) {
+        d = ts_of(ns_of(abs) - ahead_at(&n.s, n.real));
+        return explicit_clock ? get_pthread_cond_clockwait()(cv, m, c, &d)
+                              : get_pthread_cond_timedwait()(cv, m, &d);
+    }
+    d = real_abs(c, &n, left);
     int r = explicit_clock ? get_pthread_cond_clockwait()(cv, m, c, &d)
                            : get_pthread_cond_timedwait()(cv, m, &d);
     return r == ETIMEDOUT && now_().virt < deadline ? 0 : r;
