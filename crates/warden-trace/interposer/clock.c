@@ -26,7 +26,9 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
@@ -35,6 +37,7 @@
 #include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/select.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/timerfd.h>
@@ -108,31 +111,68 @@ __attribute__((constructor)) static void warden_clock_init(void) {
     int saved = errno;
     int fd = open(WARDEN_CLOCK_FILE, O_RDONLY | O_CLOEXEC);
     if (fd >= 0) {
-        void *p = mmap(0, sizeof(struct record), PROT_READ, MAP_SHARED, fd, 0);
+        struct stat st;
+        /* Only a whole record is mapped: an empty placeholder (no run's record bound over it)
+         * would fault on the first read. */
+        if (fstat(fd, &st) == 0 && st.st_size >= (off_t)sizeof(struct record)) {
+            void *p = mmap(0, sizeof(struct record), PROT_READ, MAP_SHARED, fd, 0);
+            if (p != MAP_FAILED)
+                page = p;
+        }
         close(fd);
-        if (p != MAP_FAILED)
-            page = p;
     }
     errno = saved;
 }
 
-/* The record as it stands; 0 when there is none (the program's clocks are the real ones). */
-static int snapshot(struct state *s) {
-    if (!page)
+/* This thread's last complete reading of the record, for a writer that takes too long. */
+static __thread struct state last_good;
+static __thread int have_last_good;
+
+static int64_t real_mono(void);
+
+/* The record as it stands and, read inside the same consistent window, the real monotonic
+ * time (`*now`); 0 when there is none (the program's clocks are the real ones). Reading the
+ * clock inside the window means a switch that lands after it is never applied to a moment
+ * before it (the clocks could otherwise step back by what the old rate added meanwhile). */
+static int snapshot_at(struct state *s, int64_t *now) {
+    if (!page) {
+        *now = real_mono();
         return 0;
-    for (int tries = 0; tries < 1000; tries++) {
+    }
+    for (int tries = 0; tries < 100000; tries++) {
         uint32_t a = __atomic_load_n(&page->seq, __ATOMIC_ACQUIRE);
-        if (a & 1)
+        if (a & 1) {
+            if (tries > 100)
+                sched_yield();
             continue;
+        }
         uint32_t magic = __atomic_load_n(&page->magic, __ATOMIC_RELAXED);
         s->base_real = __atomic_load_n(&page->base_real, __ATOMIC_RELAXED);
         s->base_ahead = __atomic_load_n(&page->base_ahead, __ATOMIC_RELAXED);
         s->rate_milli = __atomic_load_n(&page->rate_milli, __ATOMIC_RELAXED);
+        *now = real_mono();
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
-        if (__atomic_load_n(&page->seq, __ATOMIC_RELAXED) == a)
-            return magic == WARDEN_CLOCK_MAGIC && s->rate_milli > 0;
+        if (__atomic_load_n(&page->seq, __ATOMIC_RELAXED) == a) {
+            if (magic != WARDEN_CLOCK_MAGIC || s->rate_milli <= 0)
+                return 0;
+            last_good = *s;
+            have_last_good = 1;
+            return 1;
+        }
+    }
+    /* The writer stalled: the last complete reading, never the real clock (which would step
+     * back by the whole lead). */
+    *now = real_mono();
+    if (have_last_good) {
+        *s = last_good;
+        return 1;
     }
     return 0;
+}
+
+static int snapshot(struct state *s) {
+    int64_t now;
+    return snapshot_at(s, &now);
 }
 
 /* Whether `p` is set, even where a header calls the argument non-null (programs still pass
@@ -142,7 +182,21 @@ static int present(const void *p) {
     return p != 0;
 }
 
-static int64_t ns_of(const struct timespec *t) { return (int64_t)t->tv_sec * NS + t->tv_nsec; }
+/* Nanoseconds of `t`, saturated (a sleep of LONG_MAX seconds is a sleep for ever). */
+static int64_t ns_of(const struct timespec *t) {
+    if (t->tv_sec >= INT64_MAX / NS)
+        return INT64_MAX;
+    if (t->tv_sec <= INT64_MIN / NS)
+        return INT64_MIN;
+    return (int64_t)t->tv_sec * NS + t->tv_nsec;
+}
+
+static int64_t add_sat(int64_t a, int64_t b) {
+    int64_t r;
+    if (__builtin_add_overflow(a, b, &r))
+        return b > 0 ? INT64_MAX : INT64_MIN;
+    return r;
+}
 
 static struct timespec ts_of(int64_t ns) {
     struct timespec t;
@@ -153,9 +207,14 @@ static struct timespec ts_of(int64_t ns) {
     return t;
 }
 
+static int real_gettime(clockid_t c, struct timespec *t) {
+    int (*f)(clockid_t, struct timespec *) = get_clock_gettime();
+    return f ? f(c, t) : (int)syscall(SYS_clock_gettime, c, t);
+}
+
 static int64_t real_mono(void) {
-    struct timespec t;
-    get_clock_gettime()(CLOCK_MONOTONIC, &t);
+    struct timespec t = {0, 0};
+    real_gettime(CLOCK_MONOTONIC, &t);
     return ns_of(&t);
 }
 
@@ -164,7 +223,9 @@ static int64_t ahead_at(const struct state *s, int64_t now) {
     if (now <= s->base_real)
         return s->base_ahead;
     __int128 extra = (__int128)(s->rate_milli - 1000) * (now - s->base_real) / 1000;
-    return s->base_ahead + (int64_t)extra;
+    if (extra > INT64_MAX)
+        extra = INT64_MAX;
+    return add_sat(s->base_ahead, (int64_t)extra);
 }
 
 static int virtual_clock(clockid_t c) {
@@ -185,21 +246,24 @@ static int virtual_clock(clockid_t c) {
 }
 
 int clock_gettime(clockid_t c, struct timespec *t) {
-    int r = get_clock_gettime()(c, t);
+    int r = real_gettime(c, t);
     struct state s;
-    if (r == 0 && present(t) && virtual_clock(c) && snapshot(&s)) {
-        int64_t ahead = ahead_at(&s, c == CLOCK_MONOTONIC ? ns_of(t) : real_mono());
+    int64_t now;
+    if (r == 0 && present(t) && virtual_clock(c) && snapshot_at(&s, &now)) {
+        int64_t ahead = ahead_at(&s, now);
         if (ahead)
-            *t = ts_of(ns_of(t) + ahead);
+            *t = ts_of(add_sat(ns_of(t), ahead));
     }
     return r;
 }
 
 int gettimeofday(struct timeval *restrict tv, void *restrict tz) {
-    int r = get_gettimeofday()(tv, tz);
+    int (*f)(struct timeval *, void *) = get_gettimeofday();
+    int r = f ? f(tv, tz) : (int)syscall(SYS_gettimeofday, tv, tz);
     struct state s;
-    if (r == 0 && present(tv) && snapshot(&s)) {
-        int64_t ahead = ahead_at(&s, real_mono());
+    int64_t now;
+    if (r == 0 && present(tv) && snapshot_at(&s, &now)) {
+        int64_t ahead = ahead_at(&s, now);
         if (ahead) {
             int64_t us = (int64_t)tv->tv_sec * 1000000 + tv->tv_usec + ahead / 1000;
             tv->tv_sec = us / 1000000;
@@ -232,9 +296,13 @@ struct now {
 
 static struct now now_(void) {
     struct now n;
-    n.live = snapshot(&n.s);
-    n.real = real_mono();
-    n.virt = n.real + (n.live ? ahead_at(&n.s, n.real) : 0);
+    n.live = snapshot_at(&n.s, &n.real);
+    if (!n.live) {
+        n.s.base_real = n.real;
+        n.s.base_ahead = 0;
+        n.s.rate_milli = 1000;
+    }
+    n.virt = add_sat(n.real, ahead_at(&n.s, n.real));
     return n;
 }
 
@@ -248,14 +316,22 @@ static int64_t real_slice(const struct now *n, int64_t virt_left) {
 }
 
 /* A relative virtual deadline `rel` (ns) from now, on the virtual monotonic clock. */
-static int64_t deadline_in(int64_t rel) { return now_().virt + rel; }
+static int64_t deadline_in(int64_t rel) { return add_sat(now_().virt, rel); }
 
 /* `abs` on clock `c` (virtual) as a deadline on the virtual monotonic clock. */
 static int64_t deadline_at(clockid_t c, const struct timespec *abs) {
     struct timespec t;
     if (clock_gettime(c, &t) != 0)
         return deadline_in(0);
-    return deadline_in(ns_of(abs) - ns_of(&t));
+    return deadline_in(add_sat(ns_of(abs), -ns_of(&t)));
+}
+
+static int real_nanosleep(clockid_t c, int flags, const struct timespec *req,
+                          struct timespec *rem) {
+    int (*f)(clockid_t, int, const struct timespec *, struct timespec *) = get_clock_nanosleep();
+    if (f)
+        return f(c, flags, req, rem);
+    return syscall(SYS_clock_nanosleep, c, flags, req, rem) == 0 ? 0 : errno;
 }
 
 /* Sleep until the virtual monotonic clock reaches `deadline`: 0, or an error number (EINTR). */
@@ -265,18 +341,22 @@ static int sleep_until(int64_t deadline) {
         if (n.virt >= deadline)
             return 0;
         struct timespec d = ts_of(real_slice(&n, deadline - n.virt));
-        int r = get_clock_nanosleep()(CLOCK_MONOTONIC, 0, &d, 0);
+        int r = real_nanosleep(CLOCK_MONOTONIC, 0, &d, 0);
         if (r)
             return r;
     }
 }
 
-static int valid(const struct timespec *t) { return t && t->tv_nsec >= 0 && t->tv_nsec < NS; }
+/* A time the wrappers take on; anything else (negative, malformed) goes to glibc as it is, for
+ * its own answer (EINVAL). */
+static int valid(const struct timespec *t) {
+    return t && t->tv_sec >= 0 && t->tv_nsec >= 0 && t->tv_nsec < NS;
+}
 
 int clock_nanosleep(clockid_t c, int flags, const struct timespec *req, struct timespec *rem) {
     struct state s;
     if (!virtual_clock(c) || !valid(req) || !snapshot(&s))
-        return get_clock_nanosleep()(c, flags, req, rem);
+        return real_nanosleep(c, flags, req, rem);
     int64_t deadline = flags & TIMER_ABSTIME ? deadline_at(c, req) : deadline_in(ns_of(req));
     int r = sleep_until(deadline);
     if (r == EINTR && rem && !(flags & TIMER_ABSTIME)) {
@@ -304,7 +384,8 @@ unsigned int sleep(unsigned int secs) {
     struct timespec t = {.tv_sec = secs, .tv_nsec = 0}, rem = {0, 0};
     if (nanosleep(&t, &rem) == 0)
         return 0;
-    return (unsigned int)rem.tv_sec + (rem.tv_nsec > 0);
+    /* As glibc rounds what is left. */
+    return (unsigned int)rem.tv_sec + (rem.tv_nsec >= 500000000L);
 }
 
 /* Waits of the poll family: `wait(real slice ms or ns)` until something happens (a non-zero
@@ -356,37 +437,42 @@ int epoll_pwait(int ep, struct epoll_event *ev, int max, int timeout, const sigs
     SLICED(deadline, get_epoll_pwait()(ep, ev, max, ms_of(slice), mask))
 }
 
-/* The fd sets select was given, restored before each slice (a timed-out slice clears them). */
+/* The fd sets select was given, restored before each slice (a timed-out slice clears them):
+ * only the words that `nfds` covers, since a caller may allocate no more than those. */
 struct sets {
     fd_set r, w, e;
+    size_t bytes;
 };
 
-static void keep(struct sets *k, fd_set *r, fd_set *w, fd_set *e) {
+static void keep(struct sets *k, int nfds, fd_set *r, fd_set *w, fd_set *e) {
+    size_t word = sizeof(unsigned long);
+    k->bytes = ((size_t)nfds + 8 * word - 1) / (8 * word) * word;
     if (r)
-        k->r = *r;
+        memcpy(&k->r, r, k->bytes);
     if (w)
-        k->w = *w;
+        memcpy(&k->w, w, k->bytes);
     if (e)
-        k->e = *e;
+        memcpy(&k->e, e, k->bytes);
 }
 
 static void restore(const struct sets *k, fd_set *r, fd_set *w, fd_set *e) {
     if (r)
-        *r = k->r;
+        memcpy(r, &k->r, k->bytes);
     if (w)
-        *w = k->w;
+        memcpy(w, &k->w, k->bytes);
     if (e)
-        *e = k->e;
+        memcpy(e, &k->e, k->bytes);
 }
 
 int select(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timeval *tv) {
     struct state s;
-    if (!tv || (tv->tv_sec == 0 && tv->tv_usec == 0) || tv->tv_usec < 0 || nfds > FD_SETSIZE ||
-        !snapshot(&s))
+    if (!tv || (tv->tv_sec == 0 && tv->tv_usec == 0) || tv->tv_sec < 0 || tv->tv_usec < 0 ||
+        tv->tv_usec >= 1000000 || nfds < 0 || nfds > FD_SETSIZE || !snapshot(&s))
         return get_select()(nfds, r, w, e, tv);
-    int64_t deadline = deadline_in((int64_t)tv->tv_sec * NS + (int64_t)tv->tv_usec * 1000);
+    struct timespec asked = {.tv_sec = tv->tv_sec, .tv_nsec = tv->tv_usec * 1000};
+    int64_t deadline = deadline_in(ns_of(&asked));
     struct sets k;
-    keep(&k, r, w, e);
+    keep(&k, nfds, r, w, e);
     for (;;) {
         struct now n = now_();
         int64_t left = deadline - n.virt;
@@ -399,40 +485,56 @@ int select(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timeval *tv) {
         struct timeval d = {.tv_sec = slice / NS, .tv_usec = (slice % NS + 999) / 1000};
         restore(&k, r, w, e);
         int got = get_select()(nfds, r, w, e, &d);
-        if (got != 0)
+        if (got != 0) {
+            /* As Linux does: what was left of the timeout. */
+            int64_t rest = deadline - now_().virt;
+            if (rest < 0)
+                rest = 0;
+            tv->tv_sec = rest / NS;
+            tv->tv_usec = rest % NS / 1000;
             return got;
+        }
     }
 }
 
 int pselect(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct timespec *t,
             const sigset_t *mask) {
     struct state s;
-    if (!valid(t) || ns_of(t) == 0 || nfds > FD_SETSIZE || !snapshot(&s))
+    if (!valid(t) || ns_of(t) == 0 || nfds < 0 || nfds > FD_SETSIZE || !snapshot(&s))
         return get_pselect()(nfds, r, w, e, t, mask);
     int64_t deadline = deadline_in(ns_of(t));
     struct sets k;
-    keep(&k, r, w, e);
+    keep(&k, nfds, r, w, e);
     struct timespec d;
     SLICED(deadline, (d = ts_of(slice), restore(&k, r, w, e), get_pselect()(nfds, r, w, e, &d, mask)))
 }
 
 /* The real time on clock `c` one slice (for `left` virtual ns) from now. */
 static struct timespec real_abs(clockid_t c, const struct now *n, int64_t left) {
-    struct timespec t;
-    get_clock_gettime()(c, &t);
-    return ts_of(ns_of(&t) + real_slice(n, left));
+    struct timespec t = {0, 0};
+    real_gettime(c, &t);
+    return ts_of(add_sat(ns_of(&t), real_slice(n, left)));
 }
 
 static int sem_wait_until(sem_t *sem, clockid_t c, int64_t deadline, int explicit_clock) {
+    int (*clockwait)(sem_t *, clockid_t, const struct timespec *) = get_sem_clockwait();
+    if (explicit_clock && !clockwait) {
+        errno = ENOSYS;
+        return -1;
+    }
     for (;;) {
         struct now n = now_();
         int64_t left = deadline - n.virt;
         if (left <= 0) {
-            errno = ETIMEDOUT;
+            /* As glibc: a semaphore that is available is taken, whatever the deadline. */
+            if (sem_trywait(sem) == 0)
+                return 0;
+            if (errno == EAGAIN)
+                errno = ETIMEDOUT;
             return -1;
         }
         struct timespec d = real_abs(c, &n, left);
-        int r = explicit_clock ? get_sem_clockwait()(sem, c, &d) : get_sem_timedwait()(sem, &d);
+        int r = explicit_clock ? clockwait(sem, c, &d) : get_sem_timedwait()(sem, &d);
         if (r == 0 || errno != ETIMEDOUT)
             return r;
     }
@@ -464,14 +566,16 @@ static int cond_wait(pthread_cond_t *cv, pthread_mutex_t *m, clockid_t c,
     if (left <= 0)
         return ETIMEDOUT;
     struct timespec d;
+    int (*clockwait)(pthread_cond_t *, pthread_mutex_t *, clockid_t, const struct timespec *) =
+        get_pthread_cond_clockwait();
+    if (explicit_clock && !clockwait)
+        return ENOSYS;
     if (n.s.rate_milli == 1000) {
-        d = ts_of(ns_of(abs) - ahead_at(&n.s, n.real));
-        return explicit_clock ? get_pthread_cond_clockwait()(cv, m, c, &d)
-                              : get_pthread_cond_timedwait()(cv, m, &d);
+        d = ts_of(add_sat(ns_of(abs), -ahead_at(&n.s, n.real)));
+        return explicit_clock ? clockwait(cv, m, c, &d) : get_pthread_cond_timedwait()(cv, m, &d);
     }
     d = real_abs(c, &n, left);
-    int r = explicit_clock ? get_pthread_cond_clockwait()(cv, m, c, &d)
-                           : get_pthread_cond_timedwait()(cv, m, &d);
+    int r = explicit_clock ? clockwait(cv, m, c, &d) : get_pthread_cond_timedwait()(cv, m, &d);
     return r == ETIMEDOUT && now_().virt < deadline ? 0 : r;
 }
 
@@ -499,10 +603,12 @@ int timerfd_settime(int fd, int flags, const struct itimerspec *v, struct itimer
     if (!v || !n.live || (n.s.rate_milli == 1000 && n.s.base_ahead == 0))
         return get_timerfd_settime()(fd, flags, v, old);
     struct itimerspec w = *v;
+    if (!valid(&v->it_value) || !valid(&v->it_interval))
+        return get_timerfd_settime()(fd, flags, v, old);
     int64_t value = ns_of(&v->it_value);
     if (value != 0) {
         if (flags & TFD_TIMER_ABSTIME)
-            value -= ahead_at(&n.s, n.real);
+            value = add_sat(value, -ahead_at(&n.s, n.real));
         else
             value = (int64_t)((__int128)value * 1000 / n.s.rate_milli);
         w.it_value = ts_of(value > 0 ? value : 1);

@@ -371,6 +371,28 @@ pub fn canaries_in_written_files_and_output_are_caught_and_clean_ones_are_not() 
     );
 }
 
+/// Issue #35: the virtual clock changes nothing outside the dwell. A traced C program (the
+/// interposer loaded, the run's clock record mapped at the real rate) checks glibc's own
+/// behaviour of what the clock wraps: errors for malformed times, sleeps and timeouts that last
+/// what they ask (a wait past 100 ms is cut into slices), an available semaphore taken past its
+/// deadline, what select leaves of its timeout, no early wake-up of a condition variable, and
+/// clocks that agree with the kernel's.
+#[test]
+pub fn the_virtual_clock_at_the_real_rate_behaves_as_glibc() {
+    let probe = compiled_from(&fixtures().join("trace"), "clock_probe");
+    let dir = probe.parent().unwrap().display().to_string();
+    let bind = format!("{dir}:/opt/probe");
+    let (run, events) = observed(&["--ro-bind", &bind], &["/opt/probe/clock_probe"]);
+    assert_eq!(run.status, 0, "{}{}", run.stdout, run.stderr);
+    assert!(run.stdout.contains("ok"), "{}", run.stdout);
+    // The record it read is the run's own, bound read-only over the tools' placeholder.
+    assert!(
+        events.iter().any(|e| e["kind"] == "file.open"
+            && e["data"]["path"] == warden_jail::warden_trace::clock::FILE_IN_JAIL),
+        "the interposer opened the clock record"
+    );
+}
+
 #[test]
 pub fn windows_attribute_a_grandchilds_exec() {
     let policy = warden_jail::Policy {
