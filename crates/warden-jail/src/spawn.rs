@@ -505,6 +505,9 @@ struct LinkState {
     last_record: Option<u64>,
     /// The run's CPU time when the latest answer was sent (when its cgroup counts it).
     cpu_ms: Option<u64>,
+    /// The traced programs' clock rate when the latest window answer was sent (`None`: no
+    /// clock).
+    rate: Option<f64>,
     canaries: Vec<warden_trace::Canary>,
     closed: bool,
 }
@@ -573,9 +576,20 @@ impl TraceLink {
     /// [`TraceLink::window`], with the traced programs' clocks running `rate` times as fast
     /// from the switch on (1: real speed again; the lead they gained stays). Time acceleration
     /// reaches what loads the interposer: see `warden_trace::clock`.
+    /// Fails when the clocks did not take the rate (no clock, or the switch failed): the
+    /// window switched all the same.
     pub fn window_at_rate(&self, name: Option<&str>, rate: f64) -> Result<Option<u64>, JailError> {
-        self.round_trip(serde_json::json!({ "window": name, "rate": rate }))
-            .map(|state| state.cpu_ms)
+        let state = self.round_trip(serde_json::json!({ "window": name, "rate": rate }))?;
+        let took = state
+            .rate
+            .is_some_and(|r| (r - rate).abs() <= rate.max(1.0) * 1e-3);
+        if took {
+            Ok(state.cpu_ms)
+        } else {
+            Err(JailError::Protocol(
+                "the traced programs' clock did not switch",
+            ))
+        }
     }
 
     /// Record an event of the caller's own (`mcp.tool_call`, `harness.payload`…) in the run's
@@ -695,6 +709,7 @@ fn read_link(
                     s.answered = s.answered.max(seq);
                     s.last_record = v.get("recorded").and_then(serde_json::Value::as_u64);
                     s.cpu_ms = v.get("cpu_ms").and_then(serde_json::Value::as_u64);
+                    s.rate = v.get("rate").and_then(serde_json::Value::as_f64);
                 }
             } else if let Ok(e) = serde_json::from_value::<warden_events::Event>(v) {
                 if e.kind == warden_events::EventKind::SandboxStarted

@@ -251,8 +251,6 @@ fn detonate(args: &DetonateArgs) -> Result<Gate> {
     Ok(if tripped { Gate::Tripped } else { Gate::Passed })
 }
 
-/// Full mode's model from the flags: `None` in fast mode; an error for a full mode without a
-/// usable `--llm`, or an `--llm` without full mode.
 /// `--dwell`: a duration, or 0 for none; at most a week of the server's time.
 fn dwell(text: &str) -> Result<std::time::Duration> {
     let t = text.trim();
@@ -269,6 +267,8 @@ fn dwell(text: &str) -> Result<std::time::Duration> {
     Ok(d)
 }
 
+/// Full mode's model from the flags: `None` in fast mode; an error for a full mode without a
+/// usable `--llm`, or an `--llm` without full mode.
 fn llm_settings(
     args: &DetonateArgs,
     duration: &dyn Fn(&str, &str) -> Result<std::time::Duration>,

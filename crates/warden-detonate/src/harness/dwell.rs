@@ -7,10 +7,11 @@
 //! Time runs fast only for programs that load the interposer (see `warden_trace::clock`:
 //! static binaries and raw syscalls keep real time, and then wait out only the real length).
 //!
-//! Guarantees: at most [`REAL`] of real time and never past the session's budget; the clocks
-//! return to real speed afterwards (the lead they gained stays, so no program sees time go
-//! back); the session's `dwell` says how long it lasted, real and virtual, and at what rate, or
-//! why it did not run.
+//! Guarantees: at most [`REAL`] of real time (the switches included) and never past the
+//! session's budget; the clocks are asked back to real speed afterwards whatever happened (the
+//! lead they gained stays, so no program sees time go back), and `clock_left_fast` says so if
+//! that was not acknowledged; the session's `dwell` says how long it lasted, real and virtual,
+//! and at what rate, or why it did not run.
 
 use std::time::{Duration, Instant};
 
@@ -54,10 +55,20 @@ pub(super) async fn dwell(ctx: &mut Ctx<'_>) {
     ));
     let began = Instant::now();
     if ctx.link.window_at_rate(Some("dwell"), rate).is_err() {
-        ctx.session.dwell = Some(json!({ "skipped": "the tracer did not switch the clock" }));
+        // Whatever the tracer did with the request, the clocks go back to the real rate and
+        // the dwell's window closes before anything else runs.
+        let back = ctx.link.window_at_rate(None, 1.0);
+        let mut d = json!({ "skipped": "the traced programs' clock did not switch" });
+        if back.is_err() {
+            d["clock_left_fast"] = json!(true);
+        }
+        ctx.session.dwell = Some(d);
         return;
     }
-    tokio::time::sleep(real).await;
+    // The switch itself may have taken time (a tracer busy with a flood): what is left of
+    // the real length, never past the budget.
+    let rest = real.saturating_sub(began.elapsed()).min(ctx.left());
+    tokio::time::sleep(rest).await;
     let real_ms = u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX);
     let back = ctx.link.window_at_rate(None, 1.0);
     ctx.session.dwell = Some(record(real_ms, rate, back.is_ok()));

@@ -57,15 +57,34 @@ impl Clock {
             .state
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let next = s.0.switch(now(), rate);
         let writing = s.1.wrapping_add(1) | 1;
         let done = writing.wrapping_add(1);
         self.file.write_all_at(&writing.to_ne_bytes(), 0)?;
-        let bytes = next.encode(done);
-        self.file.write_all_at(&bytes[4..SIZE], 4)?;
-        self.file.write_all_at(&done.to_ne_bytes(), 0)?;
+        // The switch's moment is taken once readers see the record busy: a reader that read
+        // the clock before it also read the old record whole, so no reading is ever computed
+        // at the old rate past the new base.
+        let next = s.0.switch(now(), rate);
+        let written = self
+            .file
+            .write_all_at(&next.encode(done)[4..SIZE], 4)
+            .and_then(|()| self.file.write_all_at(&done.to_ne_bytes(), 0));
+        if let Err(e) = written {
+            // Put the record in force back, whole: never leave readers a busy one.
+            let _ = self.file.write_all_at(&s.0.encode(done), 0);
+            s.1 = done;
+            return Err(e);
+        }
         *s = (next, done);
         Ok(next)
+    }
+
+    /// The rate in force.
+    pub fn rate(&self) -> f64 {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .0
+            .rate()
     }
 
     /// How far the clocks are ahead now, in milliseconds.

@@ -368,10 +368,12 @@ impl Hub {
             Some(n) => s.recorder.open_named(n.clone()),
             None => s.recorder.close(),
         }
+        // The clocks' rate in force, so a caller that asked for one knows it took.
+        let rate = self.clock.as_ref().map(|c| c.rate());
         if let Some(sink) = s.sink.as_mut() {
             let _ = serde_json::to_writer(
                 &mut *sink,
-                &json!({ "ack": name, "seq": seq, "cpu_ms": cpu_ms }),
+                &json!({ "ack": name, "seq": seq, "cpu_ms": cpu_ms, "rate": rate }),
             );
             let _ = sink.write_all(b"\n");
             let _ = sink.flush();
