@@ -5,9 +5,9 @@
 //! `credential-sent-to-its-service` (low) records them.
 //!
 //! Guarantees: only a sighting in a connection (the sink's first bytes, a flow at the boundary,
-//! a request inside TLS) is ever marked, only when the name that connection was for — the TLS
-//! server name, the HTTP Host, or the name the address stood for (the chamber's DNS answer,
-//! when the tracer saw no request to link) — is one of the services the
+//! a request inside TLS) is ever marked, only when the name its address stood for (the
+//! chamber's DNS answer, which the program cannot forge) and every name the connection gave
+//! besides (the TLS server name, the HTTP Host) are services the
 //! credential is for (`warden_trace::decoys::audience`), by whole labels. A DNS name, a tool's
 //! result, a file or a connection to a bare address is never "its service". Limit: a server
 //! that sends a token to its own service in order to leak it there (a public gist holding it)
@@ -41,17 +41,29 @@ pub fn mark(events: &mut [Event]) {
             continue;
         };
         let candidates: Vec<String> = match e.data["where"].as_str() {
-            // The connection's names; for one the tracer could not link (a TLS sighting whose
-            // request it did not see), the name the chamber's DNS gave its address for.
-            Some("net" | "tls") => e.data["event"]
-                .as_u64()
-                .and_then(|id| names.get(&id).cloned())
-                .filter(|n| !n.is_empty())
-                .or_else(|| {
+            // The name the chamber's DNS gave the address the connection went to — which the
+            // program cannot write, unlike its TLS server name or Host header: a hard-coded
+            // address (or another name's) with `api.github.com` written in the hello is not
+            // GitHub — and every name the connection's request gave besides.
+            Some("net" | "tls") => {
+                // The tracer's own name for the address on the sighting, else the run's
+                // recorded DNS answers.
+                let answer = e.data["host"].as_str().map(str::to_owned).or_else(|| {
                     let address = e.data["address"].as_str()?;
-                    answered.name(address).map(|n| vec![n.to_owned()])
-                })
-                .unwrap_or_default(),
+                    answered.name(address).map(str::to_owned)
+                });
+                match answer {
+                    Some(answer) => {
+                        let mut all: Vec<String> = e.data["event"]
+                            .as_u64()
+                            .and_then(|id| names.get(&id).cloned())
+                            .unwrap_or_default();
+                        all.push(answer);
+                        all
+                    }
+                    None => Vec::new(),
+                }
+            }
             Some("boundary") => e.data["host"]
                 .as_str()
                 .map(str::to_owned)
@@ -96,7 +108,8 @@ mod tests {
             event(
                 2,
                 EventKind::CanarySeen,
-                json!({ "planted": "env:GITHUB_TOKEN", "where": "tls", "event": 1 }),
+                json!({ "planted": "env:GITHUB_TOKEN", "where": "tls", "event": 1,
+                        "address": "198.18.0.1" }),
             ),
             event(
                 3,
@@ -106,7 +119,32 @@ mod tests {
             event(
                 4,
                 EventKind::CanarySeen,
-                json!({ "planted": "env:GITHUB_TOKEN", "where": "tls", "event": 3 }),
+                json!({ "planted": "env:GITHUB_TOKEN", "where": "tls", "event": 3,
+                        "address": "198.18.0.1" }),
+            ),
+            event(
+                9,
+                EventKind::NetDns,
+                json!({ "name": "api.github.com", "answer": "198.18.0.1" }),
+            ),
+            event(
+                10,
+                EventKind::NetDns,
+                json!({ "name": "drop.invalid", "answer": "198.18.0.2" }),
+            ),
+            // GitHub's name written in the hello, sent to another name's address.
+            event(
+                11,
+                EventKind::CanarySeen,
+                json!({ "planted": "env:GITHUB_TOKEN", "where": "tls", "event": 1,
+                        "address": "198.18.0.2" }),
+            ),
+            // … or to an address the chamber never gave (hard-coded).
+            event(
+                12,
+                EventKind::CanarySeen,
+                json!({ "planted": "env:GITHUB_TOKEN", "where": "tls", "event": 1,
+                        "address": "203.0.113.7" }),
             ),
             event(
                 5,
@@ -121,7 +159,8 @@ mod tests {
             event(
                 7,
                 EventKind::CanarySeen,
-                json!({ "planted": "env:OPENAI_API_KEY", "where": "tls", "event": 1 }),
+                json!({ "planted": "env:OPENAI_API_KEY", "where": "tls", "event": 1,
+                        "address": "198.18.0.1" }),
             ),
             event(
                 8,

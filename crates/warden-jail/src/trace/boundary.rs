@@ -79,7 +79,10 @@ impl Boundary {
     }
 
     fn host(&self, at: SocketAddr) -> Option<String> {
-        let IpAddr::V4(v4) = at.ip() else { return None };
+        // A dual-stack socket's IPv4-mapped address is the IPv4 address it maps.
+        let IpAddr::V4(v4) = at.ip().to_canonical() else {
+            return None;
+        };
         self.stub.lock().ok()?.name_of(v4).map(str::to_owned)
     }
 
@@ -261,10 +264,13 @@ pub fn record_tls(
                 "hello": hello,
             });
             let id = hub.record_in(window.clone(), EventKind::NetSend, None, data);
+            // The chamber's name for the address rides on the sighting itself (which is never
+            // dropped), so where it went is known even when the request's event is not.
             let ctx = json!({
                 "where": "tls",
                 "address": dest.ip().to_string(),
                 "port": dest.port(),
+                "host": host,
                 "event": id,
             });
             hub.scan_in(window.clone(), &plaintext, None, &ctx);

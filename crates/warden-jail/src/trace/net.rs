@@ -299,7 +299,10 @@ impl Net {
 
     /// The name a fake address stands for.
     pub fn host_of(&self, ip: IpAddr) -> Option<String> {
-        let IpAddr::V4(v4) = ip else { return None };
+        // A dual-stack socket's IPv4-mapped address is the IPv4 address it maps.
+        let IpAddr::V4(v4) = ip.to_canonical() else {
+            return None;
+        };
         self.stub.lock().ok()?.name_of(v4).map(str::to_owned)
     }
 
@@ -771,7 +774,13 @@ impl Serve {
                 .lock()
                 .ok()
                 .and_then(|s| s.name_of(v4).map(str::to_owned)),
-            IpAddr::V6(_) => None,
+            // A dual-stack socket's IPv4-mapped address names what its IPv4 address does.
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().and_then(|v4| {
+                self.stub
+                    .lock()
+                    .ok()
+                    .and_then(|s| s.name_of(v4).map(str::to_owned))
+            }),
         }
     }
 
@@ -800,6 +809,7 @@ impl Serve {
             "where": "net",
             "address": c.dest.ip().to_string(),
             "port": c.dest.port(),
+            "host": self.host_of(c.dest),
             "event": id,
         });
         self.hub.scan(&c.buf, None, &ctx);
