@@ -106,6 +106,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../rules/persistence-write.yaml"),
     ),
     (
+        "persistence-rename.yaml",
+        include_str!("../rules/persistence-rename.yaml"),
+    ),
+    (
         "home-data-write.yaml",
         include_str!("../rules/home-data-write.yaml"),
     ),
