@@ -35,6 +35,10 @@
 #   application (vite-plugin-mcp), routers (harbormaster-mcp), libraries (dcc-mcp-core,
 #   fastmcp-extensions), development builds of a server already here (ha-mcp-dev), servers for
 #   software this machine lacks (Unity) and packages whose "mcp" is not the protocol (winrmcp).
+#   Spent (2026-12-07, issue #34): @shopify/dev-mcp came out HIGH on path-traversal for opening
+#   /etc/passwd through a parameter that is any theme folder by design, showing nothing of it;
+#   the rule was split (path-traversal needs the file in the output; an open alone is
+#   path-reach, medium) after seeing it. A third draw replaces it.
 #
 # Usage: bench/precision.sh [--half tune|held-out|all] [--before OLD_WARDEN]
 #                           [--time-against OLD_WARDEN] [--only REGEX] [--out DIR]
@@ -163,27 +167,27 @@ spent=(
 )
 held_out=(
     "npm:@currents/mcp@2.1.1"
-    "npm:@z_ai/mcp-server@0.1.5"
+    "npm:@z_ai/mcp-server@0.1.5|--env Z_AI_API_KEY=placeholder"
     "npm:mcp-server-code-runner@0.1.8"
     "npm:@aashari/mcp-server-atlassian-jira@3.3.0"
     "npm:@morphllm/morphmcp@0.8.213"
     "npm:@browsermcp/mcp@0.1.3"
-    "npm:@ivotoby/openapi-mcp-server@1.16.1"
+    "npm:@ivotoby/openapi-mcp-server@1.16.1|--env API_BASE_URL=https://api.invalid --env OPENAPI_SPEC_PATH=https://api.invalid/openapi.json"
     "npm:@benborla29/mcp-server-mysql@2.0.9"
     "npm:@shopify/dev-mcp@1.16.0"
     "npm:@a-bonus/google-docs-mcp@1.11.3"
-    "npm:@mondaydotcomorg/monday-api-mcp@3.3.0"
+    "npm:@mondaydotcomorg/monday-api-mcp@3.3.0|--mcp-command monday-api-mcp --token placeholder"
     "npm:agentation-mcp@1.3.2"
     "pypi:jcodemunch-mcp@1.108.399"
-    "pypi:awslabs-aws-iac-mcp-server@1.0.26"
+    "pypi:awslabs-aws-iac-mcp-server@1.0.26|--env AWS_REGION=us-east-1 --mcp-command awslabs.aws-iac-mcp-server"
     "pypi:astro-airflow-mcp@0.9.1"
-    "pypi:minimax-coding-plan-mcp@0.0.5"
-    "pypi:notebooklm-mcp-cli@0.15.8"
-    "pypi:awslabs-eks-mcp-server@0.2.1"
-    "pypi:awslabs-amazon-bedrock-agentcore-mcp-server@0.2.1"
+    "pypi:minimax-coding-plan-mcp@0.0.5|--env MINIMAX_API_KEY=placeholder"
+    "pypi:notebooklm-mcp-cli@0.15.8|--mcp-command notebooklm-mcp"
+    "pypi:awslabs-eks-mcp-server@0.2.1|--env AWS_REGION=us-east-1 --mcp-command awslabs.eks-mcp-server"
+    "pypi:awslabs-amazon-bedrock-agentcore-mcp-server@0.2.1|--env AWS_REGION=us-east-1 --mcp-command awslabs.amazon-bedrock-agentcore-mcp-server"
     "pypi:mcp-server@0.1.4"
     "pypi:tilt-mcp@0.1.3"
-    "pypi:mfa-servicenow-mcp@1.25.4"
+    "pypi:mfa-servicenow-mcp@1.25.4|--env SERVICENOW_INSTANCE_URL=https://example.service-now.invalid --env SERVICENOW_USERNAME=x --env SERVICENOW_PASSWORD=placeholder --mcp-command servicenow-mcp"
 )
 
 rows=$out/rows.tsv

@@ -64,6 +64,15 @@ pub fn is_command_param(name: &str) -> bool {
     COMMAND_PARAMS.contains(&lower.as_str())
 }
 
+/// How a path payload's evidence begins when the file reached the tool's output.
+const EXPOSED: &str = "the output holds";
+
+/// Whether a path payload's evidence is its file in the output (read and exposed to the model),
+/// not only an open of it.
+pub fn exposed(evidence: &str) -> bool {
+    evidence.starts_with(EXPOSED)
+}
+
 /// Whether a payload that worked through `param` did what the tool is for: a command or code
 /// parameter runs what it is given, a template parameter computes what its template says.
 pub fn by_design(kind: Kind, param: &str) -> bool {
@@ -343,10 +352,10 @@ pub fn detect(
         }
         Kind::PathTraversal => {
             if output.contains("root:x:0:0:") {
-                return Some("the output holds /etc/passwd".into());
+                return Some(format!("{EXPOSED} /etc/passwd"));
             }
             if canary_in_output {
-                return Some("the output holds the decoy key".into());
+                return Some(format!("{EXPOSED} the decoy key"));
             }
             // The open must carry the payload itself (a `../` chain, or the absolute decoy path):
             // other programs of the call (`id` reading /etc/passwd) prove nothing.

@@ -109,6 +109,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "persistence-rename.yaml",
         include_str!("../rules/persistence-rename.yaml"),
     ),
+    ("path-reach.yaml", include_str!("../rules/path-reach.yaml")),
     (
         "home-data-write.yaml",
         include_str!("../rules/home-data-write.yaml"),

@@ -1401,6 +1401,11 @@ async fn call(
                         && payloads::runs_code(&description_of(&ctx.session.tools, tool)))
                 .then_some(true),
                 "family": payloads::family(p),
+                // A path payload whose file reached the output the model reads (a read and an
+                // exposure), not only an open of it.
+                "exposed": (p.kind == payloads::Kind::PathTraversal
+                    && evidence.as_deref().is_some_and(payloads::exposed))
+                .then_some(true),
             }),
         );
     }

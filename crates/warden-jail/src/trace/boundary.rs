@@ -79,11 +79,7 @@ impl Boundary {
     }
 
     fn host(&self, at: SocketAddr) -> Option<String> {
-        // A dual-stack socket's IPv4-mapped address is the IPv4 address it maps.
-        let IpAddr::V4(v4) = at.ip().to_canonical() else {
-            return None;
-        };
-        self.stub.lock().ok()?.name_of(v4).map(str::to_owned)
+        super::net::name_for(&self.stub, at.ip())
     }
 
     fn place(&self, flow: &Flow) -> serde_json::Value {

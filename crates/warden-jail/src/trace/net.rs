@@ -150,6 +150,15 @@ pub fn local(ip: IpAddr) -> bool {
     ip.is_loopback() || ip.is_unspecified() || mapped_loopback
 }
 
+/// The name the DNS stub gave the fake address `ip` for; a dual-stack socket's IPv4-mapped
+/// address is the IPv4 address it maps.
+pub(crate) fn name_for(stub: &Mutex<Stub>, ip: IpAddr) -> Option<String> {
+    let IpAddr::V4(v4) = ip.to_canonical() else {
+        return None;
+    };
+    stub.lock().ok()?.name_of(v4).map(str::to_owned)
+}
+
 impl Net {
     /// Join `netns` on a new thread, set the namespace up and start serving; connections to
     /// names on `egress` are forwarded from the caller's network namespace. Returns once the
@@ -299,11 +308,7 @@ impl Net {
 
     /// The name a fake address stands for.
     pub fn host_of(&self, ip: IpAddr) -> Option<String> {
-        // A dual-stack socket's IPv4-mapped address is the IPv4 address it maps.
-        let IpAddr::V4(v4) = ip.to_canonical() else {
-            return None;
-        };
-        self.stub.lock().ok()?.name_of(v4).map(str::to_owned)
+        name_for(&self.stub, ip)
     }
 
     /// How a connect to `dest` is answered when the run has direct targets (`None` without
@@ -768,20 +773,7 @@ impl Serve {
     }
 
     fn host_of(&self, dest: SocketAddr) -> Option<String> {
-        match dest.ip() {
-            IpAddr::V4(v4) => self
-                .stub
-                .lock()
-                .ok()
-                .and_then(|s| s.name_of(v4).map(str::to_owned)),
-            // A dual-stack socket's IPv4-mapped address names what its IPv4 address does.
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().and_then(|v4| {
-                self.stub
-                    .lock()
-                    .ok()
-                    .and_then(|s| s.name_of(v4).map(str::to_owned))
-            }),
-        }
+        name_for(&self.stub, dest.ip())
     }
 
     fn finish(&self, c: Conn) {

@@ -183,9 +183,23 @@ pub fn a_vulnerable_server_is_caught_by_its_payloads() {
         assert_eq!(ci["severity"], "critical");
         let pt = f
             .iter()
-            .find(|f| f["category"] == "path_traversal")
+            .find(|f| f["rule"] == "path-traversal")
             .expect("path traversal");
         assert_eq!(pt["tool"], "read_note");
+        assert_eq!(pt["severity"], "high");
+        // check_theme opens what it is given and shows nothing of it: a reach, not an exposure.
+        if fixture == "vulnerable.py" {
+            let reach = f
+                .iter()
+                .find(|f| f["rule"] == "path-reach")
+                .expect("path reach");
+            assert_eq!(reach["tool"], "check_theme");
+            assert_eq!(reach["severity"], "medium");
+            assert!(
+                !f.iter()
+                    .any(|x| x["rule"] == "path-traversal" && x["tool"] == "check_theme")
+            );
+        }
         // read_note is not injectable, ping does not traverse.
         assert!(
             !f.iter()
