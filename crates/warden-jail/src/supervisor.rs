@@ -344,12 +344,27 @@ fn announce(hub: &Hub, argv: &[String], policy: &Policy) {
         "decoys": policy.decoys,
         "dns": policy.dns,
         "limits": policy.limits,
-        "canaries": hub.canaries().map(|c| c.list()),
+        "canaries": hub.canaries().map(|c| listed(c.list())),
     });
     hub.record(warden_events::EventKind::SandboxStarted, None, data);
     if let Some(w) = &policy.initial_window {
         hub.set_window(Some(w.clone()), None, None);
     }
+}
+
+/// The canaries as the trace lists them: a credential the operator configured by its name
+/// only (its value is theirs, and never written down).
+fn listed(list: &[warden_trace::Canary]) -> Vec<warden_trace::Canary> {
+    list.iter()
+        .map(|c| warden_trace::Canary {
+            planted: c.planted.clone(),
+            value: if warden_trace::is_configured(&c.planted) {
+                String::new()
+            } else {
+                c.value.clone()
+            },
+        })
+        .collect()
 }
 
 /// How long a prepared traced run's command waits for the tracer to hold the listener, at

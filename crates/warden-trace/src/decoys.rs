@@ -14,9 +14,34 @@ const UPPER32: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
 /// the user's (not a secret; found leaving, it is the user's data that left).
 pub const ARGUMENT: &str = "arg:user";
 
-/// Whether a planted name is an argument canary rather than a secret.
+/// How the planted name of a credential the operator configured begins
+/// (`arg:cfg:Z_AI_API_KEY`): watched, not planted, only to see which host the user's data goes
+/// to with it. Like the argument canary it is not one of the chamber's secrets (its sightings
+/// are no theft), and its value is the operator's own: never written to a report.
+pub const CONFIGURED: &str = "arg:cfg:";
+
+/// Whether a planted name is an argument canary or a configured credential rather than a
+/// secret of the chamber's.
 pub fn is_argument(planted: &str) -> bool {
     planted.starts_with("arg:")
+}
+
+/// Whether a planted name is a credential the operator configured ([`CONFIGURED`]).
+pub fn is_configured(planted: &str) -> bool {
+    planted.starts_with(CONFIGURED)
+}
+
+/// Whether the variable `name` set to `value` is a credential: a name that says so (`…KEY`,
+/// `…TOKEN`, `…SECRET`, `…PASSWORD`, `…_PAT`, `…AUTH…`, `…CREDENTIAL…`) and a value of eight
+/// characters or more that is no URL or path.
+fn credential(name: &str, value: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    let named = ["KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "_PAT"]
+        .iter()
+        .any(|w| upper.ends_with(w))
+        || upper.contains("AUTH")
+        || upper.contains("CREDENTIAL");
+    named && value.len() >= 8 && !value.contains("://") && !value.starts_with('/')
 }
 
 /// One decoy file.
@@ -244,9 +269,62 @@ impl Decoys {
     }
 }
 
+impl Decoys {
+    /// Also watch the credentials among `env` (the operator's configuration: `--env`), each as
+    /// [`CONFIGURED`]`NAME`, the chamber's own canaries left as they are.
+    pub fn watch_configured<'a>(&mut self, env: impl IntoIterator<Item = (&'a str, &'a str)>) {
+        let mut list = self.canaries.list().to_vec();
+        let before = list.len();
+        for (name, value) in env {
+            let planted = format!("{CONFIGURED}{name}");
+            if credential(name, value) && !list.iter().any(|c| c.planted == planted) {
+                list.push(Canary {
+                    planted,
+                    value: value.to_owned(),
+                });
+            }
+        }
+        if list.len() > before {
+            self.canaries = Canaries::new(list);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn configured_credentials_are_watched_and_nothing_else() {
+        let mut d = Decoys::generate();
+        let n = d.canaries.list().len();
+        d.watch_configured([
+            ("Z_AI_API_KEY", "zk-0123456789abcdef"),
+            ("API_BASE_URL", "https://api.invalid"),
+            ("GITLAB_PERSONAL_ACCESS_TOKEN", "glpat-abcdefgh"),
+            ("SHORT_TOKEN", "abc"),
+            ("AWS_REGION", "us-east-1"),
+            ("SERVICENOW_PASSWORD", "hunter2hunter2"),
+        ]);
+        let planted: Vec<&str> = d.canaries.list()[n..]
+            .iter()
+            .map(|c| c.planted.as_str())
+            .collect();
+        assert_eq!(
+            planted,
+            [
+                "arg:cfg:Z_AI_API_KEY",
+                "arg:cfg:GITLAB_PERSONAL_ACCESS_TOKEN",
+                "arg:cfg:SERVICENOW_PASSWORD"
+            ]
+        );
+        assert!(planted.iter().all(|p| is_argument(p) && is_configured(p)));
+        let hits = d
+            .canaries
+            .find(b"Authorization: Bearer zk-0123456789abcdef");
+        assert_eq!(hits[0].planted, "arg:cfg:Z_AI_API_KEY");
+        assert!(!is_configured(ARGUMENT));
+    }
 
     #[test]
     fn every_file_secret_is_a_canary_and_runs_differ() {

@@ -19,6 +19,6 @@ pub mod requests;
 pub mod sniff;
 
 pub use canary::{Canaries, Canary, Form, Hit, Reported};
-pub use decoys::{DecoyFile, Decoys, is_argument};
+pub use decoys::{DecoyFile, Decoys, is_argument, is_configured};
 pub use dns::{DnsMode, Query, SplitNames, Stub, questions};
 pub use sniff::{Sniffed, sniff};

@@ -5,7 +5,11 @@
 //! (`data.disclosed`): the tools' names and descriptions, the server's name and instructions,
 //! the target as given and its configuration (command line, environment). A tracker or a
 //! hidden recipient is a host none of them names (`user-data-undisclosed`, high); the API a
-//! search tool says it queries is one they name (`user-data-disclosed`, info).
+//! search tool says it queries is one they name (`user-data-disclosed`, info). A host that is
+//! the only one a credential the operator configured (`--env Z_AI_API_KEY=…`, watched as
+//! `arg:cfg:Z_AI_API_KEY`) went to in the run is the service of the user's own account
+//! (`data.with_credential` names the variable; `user-data-to-account`, low): a vendor's
+//! backend under another domain (`open.bigmodel.cn` for Z.AI) is not a third party.
 //!
 //! Guarantees: only sightings of the argument canary are touched (the planted secrets keep
 //! their own rules); a sighting on the sandbox's own loopback (the harness talking to an HTTP
@@ -146,6 +150,11 @@ const VENDORS: &[(&[&str], &[&str])] = &[
     ),
     (&["githubusercontent.com", "github.com"], &["github"]),
     (&["slack.com"], &["slack"]),
+    // Ant Group's AntV charts render on its own servers.
+    (
+        &["alipay.com", "antgroup.com"],
+        &["antv", "alipay", "antgroup"],
+    ),
 ];
 
 /// Short English words that a three-letter host label must not be named by.
@@ -232,6 +241,45 @@ fn carrying(arguments: &Value, marker: &str, prefix: &str, out: &mut Vec<String>
     }
 }
 
+/// Where the credentials the operator configured went: each host that is the only host one
+/// of them was sent to in the whole run (beyond loopback), with that credential's name. The
+/// user's data sent there went with the user's own credential to the one service it is used
+/// on: the account the user configured. A credential sent to two hosts names neither (a
+/// server that uses the key on its service and copies it to a collector keeps its high).
+fn accounts(
+    events: &[Event],
+    by_id: &HashMap<u64, Value>,
+    answered: &super::answers::Answers,
+) -> HashMap<String, String> {
+    let mut hosts: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> =
+        std::collections::BTreeMap::new();
+    for e in events {
+        let Some(name) = e.data["planted"]
+            .as_str()
+            .and_then(|p| p.strip_prefix(warden_jail::warden_trace::decoys::CONFIGURED))
+        else {
+            continue;
+        };
+        let network = matches!(
+            e.data["where"].as_str(),
+            Some("dns" | "net" | "boundary" | "tls")
+        );
+        if e.kind != EventKind::CanarySeen || !network {
+            continue;
+        }
+        if let Some(h) = host_of(&e.data, by_id, answered).filter(|h| !loopback(h)) {
+            hosts.entry(name.to_owned()).or_default().insert(h);
+        }
+    }
+    let mut out = HashMap::new();
+    for (name, set) in hosts {
+        if let [only] = set.into_iter().collect::<Vec<_>>().as_slice() {
+            out.entry(only.clone()).or_insert(name);
+        }
+    }
+    out
+}
+
 /// Mark the sightings of the argument canary in `events` (see the module's documentation);
 /// `tools` names the tool of each call window.
 pub fn mark(events: &mut [Event], tools: &HashMap<String, String>, shown: &Shown) {
@@ -257,11 +305,10 @@ pub fn mark(events: &mut [Event], tools: &HashMap<String, String>, shown: &Shown
         .map(|e| (e.id, e.data.clone()))
         .collect();
     let answered = super::answers::Answers::of(events);
+    let accounts = accounts(events, &by_id, &answered);
     for e in events.iter_mut() {
         if e.kind != EventKind::CanarySeen
-            || !e.data["planted"]
-                .as_str()
-                .is_some_and(warden_jail::warden_trace::is_argument)
+            || e.data["planted"] != warden_jail::warden_trace::decoys::ARGUMENT
         {
             continue;
         }
@@ -302,6 +349,9 @@ pub fn mark(events: &mut [Event], tools: &HashMap<String, String>, shown: &Shown
         if let Some(h) = host {
             if !loopback(&h) {
                 d.insert("disclosed".into(), json!(shown.names(&h)));
+                if let Some(name) = accounts.get(&h) {
+                    d.insert("with_credential".into(), json!(name));
+                }
             }
             d.insert("host".into(), json!(crate::report::clean(&h)));
         }
@@ -341,6 +391,9 @@ mod tests {
         let maps = shown("Geocode an address with Google Maps.", &[]);
         assert!(maps.names("maps.googleapis.com"), "a vendor's API domain");
         assert!(!docs.names("maps.googleapis.com"));
+        let chart = shown("Generate a line chart using AntV.", &[]);
+        assert!(chart.names("antv-studio.alipay.com"));
+        assert!(!docs.names("antv-studio.alipay.com"));
         let uk = shown("Talks to Example Ltd", &[]);
         assert!(uk.names("api.example.co.uk"));
         let cfg = shown("Vector store", &["QDRANT_URL=http://qdrant.invalid:6333"]);
@@ -432,5 +485,55 @@ mod tests {
         // Only the address on the sighting: the chamber's answer names it.
         assert_eq!(events[8].data["host"], "api.search.brave.com");
         assert_eq!(events[8].data["disclosed"], true);
+    }
+
+    #[test]
+    fn the_host_a_configured_credential_alone_went_to_is_the_users_account() {
+        let m = "Q7x2Lm9PzR4tVb8NcK3w";
+        let seen = |id, planted: &str, host: &str| {
+            event(
+                id,
+                EventKind::CanarySeen,
+                Some("tool_call:4"),
+                json!({ "planted": planted, "where": "tls", "host": host, "port": 443 }),
+            )
+        };
+        let run = |extra: Vec<Event>| {
+            let mut events = vec![
+                event(
+                    1,
+                    EventKind::SandboxStarted,
+                    None,
+                    json!({ "canaries": [{ "planted": "arg:user", "value": m }, { "planted": "arg:cfg:Z_AI_API_KEY", "value": "" }] }),
+                ),
+                event(
+                    4,
+                    EventKind::McpToolCall,
+                    None,
+                    json!({ "tool": "ask", "arguments": { "prompt": m } }),
+                ),
+                seen(5, "arg:user", "open.bigmodel.cn"),
+                seen(6, "arg:cfg:Z_AI_API_KEY", "open.bigmodel.cn"),
+            ];
+            events.extend(extra);
+            let tools: HashMap<String, String> =
+                [("tool_call:4".to_owned(), "ask".to_owned())].into();
+            mark(&mut events, &tools, &shown("Ask Z.AI's vision model", &[]));
+            events
+        };
+        let events = run(vec![]);
+        assert_eq!(events[2].data["disclosed"], false);
+        assert_eq!(events[2].data["with_credential"], "Z_AI_API_KEY");
+        assert!(
+            events[3].data.get("argument").is_none(),
+            "the credential's own sighting is not the user's data"
+        );
+        // The key copied to a second host too: neither is the account.
+        let events = run(vec![seen(7, "arg:cfg:Z_AI_API_KEY", "collect.test")]);
+        assert!(events[2].data.get("with_credential").is_none());
+        // Data to a host the key never went to.
+        let events = run(vec![seen(7, "arg:user", "collect.test")]);
+        assert_eq!(events[2].data["with_credential"], "Z_AI_API_KEY");
+        assert!(events[4].data.get("with_credential").is_none());
     }
 }

@@ -253,7 +253,10 @@ pub fn prepare(policy: &mut Policy) -> Result<Option<Observation>, JailError> {
     let mut home_mount = None;
     let mut decoy_ids = Vec::new();
     let decoys = if policy.decoys {
-        let d = Decoys::generate();
+        let mut d = Decoys::generate();
+        // The credentials the operator configured are watched too (where the user's data goes
+        // with them), before the chamber's own variables join the environment.
+        d.watch_configured(policy.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         let base = match &dir {
             Some(own) => own.path().to_path_buf(),
             None => dir.insert(own_dir()?).path().to_path_buf(),

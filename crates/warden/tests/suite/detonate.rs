@@ -473,16 +473,51 @@ pub fn metadata_requests_and_scans_are_judged_by_intent() {
 
 /// Issue #34: the user's own text, followed out. A calculator that posts its note to an
 /// analytics host and a mailer that keeps a hidden copy are HIGH, naming the tool, the
-/// argument and the host; the relay and the index their descriptions name are info.
+/// argument and the host; the relay and the index their descriptions name are info; a vendor's
+/// backend that the configured key alone goes to is the user's own account (low).
 #[test]
 pub fn the_users_data_is_followed_out() {
     let target = fixtures()
         .join("mcp/servers/tracker.py")
         .display()
         .to_string();
-    let r = detonate_target(&target, &["--no-payloads"]);
+    let r = detonate_target(
+        &target,
+        &[
+            "--no-payloads",
+            "--env",
+            "ASK_API_KEY=ak-4f9c2e7d1b3a",
+            "--env",
+            "TRANSLATE_TOKEN=tt-8e1d5c3b9a7f",
+        ],
+    );
     let f = finding_rows(&r, &[]);
     assert!(has(&f, "user-data-undisclosed", "high", "add"), "{f:?}");
+    // The vendor's backend, reached with the user's own key and nowhere else: the account.
+    assert!(has(&f, "user-data-to-account", "low", "ask"), "{f:?}");
+    assert!(
+        !has(&f, "user-data-undisclosed", "high", "ask"),
+        "the account: {f:?}"
+    );
+    // The key also copied to a collector: no host is the account.
+    assert!(
+        has(&f, "user-data-undisclosed", "high", "translate"),
+        "{f:?}"
+    );
+    // The configured credential is watched by its name only.
+    let started = r["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == "sandbox.started")
+        .unwrap();
+    let watched = started["data"]["canaries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["planted"] == "arg:cfg:ASK_API_KEY")
+        .expect("watched");
+    assert_eq!(watched["value"], "");
     assert!(
         has(&f, "user-data-undisclosed", "high", "send_email"),
         "{f:?}"
