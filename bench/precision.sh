@@ -39,6 +39,13 @@
 #   /etc/passwd through a parameter that is any theme folder by design, showing nothing of it;
 #   the rule was split (path-traversal needs the file in the output; an open alone is
 #   path-reach, medium) after seeing it. A third draw replaces it.
+# - `held-out` since 2026-12-07 (third draw): the same rule, taking up where the second draw
+#   stopped, ranked by the registries' own figures (npm: downloads a month; PyPI: rank among the
+#   15,000 most downloaded); the next 12 from npm (leaving out @forestadmin/mcp-server, a
+#   plugin of Forest Admin's agent with no stdio transport) and every PyPI package left in the
+#   15,000 (8; leaving out uipath-mcp, an SDK; linkedin-scraper-mcp, a renamed stub;
+#   mcp-stata, which needs Stata; llama-index-tools-mcp, a library). Placeholder keys and start
+#   commands here were read from each server's code before any was run.
 #
 # Usage: bench/precision.sh [--half tune|held-out|all] [--before OLD_WARDEN]
 #                           [--time-against OLD_WARDEN] [--only REGEX] [--out DIR]
@@ -164,8 +171,7 @@ spent=(
     "pypi:awslabs-cloudwatch-mcp-server@0.3.1|--env AWS_REGION=us-east-1 --mcp-command awslabs.cloudwatch-mcp-server"
     "pypi:snowflake-labs-mcp@1.4.2"
     "pypi:mcp-grafana@2.1.1"
-)
-held_out=(
+    # The second held-out draw of 2026-12-07, spent the same day (below).
     "npm:@currents/mcp@2.1.1"
     "npm:@z_ai/mcp-server@0.1.5|--env Z_AI_API_KEY=placeholder"
     "npm:mcp-server-code-runner@0.1.8"
@@ -188,6 +194,28 @@ held_out=(
     "pypi:mcp-server@0.1.4"
     "pypi:tilt-mcp@0.1.3"
     "pypi:mfa-servicenow-mcp@1.25.4|--env SERVICENOW_INSTANCE_URL=https://example.service-now.invalid --env SERVICENOW_USERNAME=x --env SERVICENOW_PASSWORD=placeholder --mcp-command servicenow-mcp"
+)
+held_out=(
+    "npm:@mapbox/mcp-server@0.14.0"
+    "npm:@modelcontextprotocol/server-gitlab@2025.4.25|--env GITLAB_PERSONAL_ACCESS_TOKEN=glpat-placeholder"
+    "npm:argocd-mcp@0.9.0|--mcp-command argocd-mcp stdio"
+    "npm:@google-cloud/observability-mcp@0.2.3"
+    "npm:@amap/amap-maps-mcp-server@0.0.8|--env AMAP_MAPS_API_KEY=placeholder"
+    "npm:@openbnb/mcp-server-airbnb@0.3.0"
+    "npm:@atlassian-dc-mcp/jira@0.34.0|--env JIRA_HOST=jira.example.invalid --env JIRA_API_TOKEN=placeholder"
+    "npm:@heroku/mcp-server@1.2.8"
+    "npm:@cyanheads/git-mcp-server@2.15.3"
+    "npm:@modelcontextprotocol/server-gdrive@2025.1.14"
+    "npm:@pinecone-database/mcp@0.3.0"
+    "npm:@postman/postman-mcp-server@2.13.0|--env POSTMAN_API_KEY=PMAK-placeholder"
+    "pypi:awslabs-aws-dataprocessing-mcp-server@0.2.2|--env AWS_REGION=us-east-1 --mcp-command awslabs.aws-dataprocessing-mcp-server"
+    "pypi:pymupdf4llm-mcp@1.28.0|--mcp-command pymupdf4llm-mcp stdio"
+    "pypi:mcp-ocr@0.2.0"
+    "pypi:rootly-mcp-server@2.3.22|--env ROOTLY_API_TOKEN=rootly-placeholder-token-0123456789"
+    "pypi:pagerduty-mcp@1.1.0|--env PAGERDUTY_USER_API_KEY=placeholder"
+    "pypi:analytics-mcp@0.8.0"
+    "pypi:awslabs-redshift-mcp-server@0.1.2|--env AWS_REGION=us-east-1 --mcp-command awslabs.redshift-mcp-server"
+    "pypi:mysql-mcp-server@0.4.4|--mcp-command mysql_mcp_server"
 )
 
 rows=$out/rows.tsv
