@@ -38,7 +38,8 @@
 #   Spent (2026-12-07, issue #34): @shopify/dev-mcp came out HIGH on path-traversal for opening
 #   /etc/passwd through a parameter that is any theme folder by design, showing nothing of it;
 #   the rule was split (path-traversal needs the file in the output; an open alone is
-#   path-reach, medium) after seeing it. A third draw replaces it.
+#   path-reach, medium) after seeing it; and @z_ai/mcp-server's prompt, sent with its API key
+#   to Zhipu's open.bigmodel.cn, made user-data-to-account (low). A third draw replaces it.
 # - `held-out` since 2026-12-07 (third draw): the same rule, taking up where the second draw
 #   stopped, ranked by the registries' own figures (npm: downloads a month; PyPI: rank among the
 #   15,000 most downloaded); the next 12 from npm (leaving out @forestadmin/mcp-server, a
