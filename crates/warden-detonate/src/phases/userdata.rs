@@ -260,10 +260,7 @@ fn accounts(
         else {
             continue;
         };
-        let network = matches!(
-            e.data["where"].as_str(),
-            Some("dns" | "net" | "boundary" | "tls")
-        );
+        let network = leaving(&e.data);
         if e.kind != EventKind::CanarySeen || !network {
             continue;
         }
@@ -273,11 +270,22 @@ fn accounts(
     }
     let mut out = HashMap::new();
     for (name, set) in hosts {
-        if let [only] = set.into_iter().collect::<Vec<_>>().as_slice() {
-            out.entry(only.clone()).or_insert(name);
+        if set.len() == 1
+            && let Some(only) = set.into_iter().next()
+        {
+            out.entry(only).or_insert(name);
         }
     }
     out
+}
+
+/// Whether a sighting is of bytes leaving the sandbox (a DNS name, a connection, a flow at the
+/// boundary, inside TLS).
+fn leaving(data: &Value) -> bool {
+    matches!(
+        data["where"].as_str(),
+        Some("dns" | "net" | "boundary" | "tls")
+    )
 }
 
 /// Mark the sightings of the argument canary in `events` (see the module's documentation);
@@ -332,10 +340,7 @@ pub fn mark(events: &mut [Event], tools: &HashMap<String, String>, shown: &Shown
             (Some(t), true) => t.clone(),
             (None, _) => "a tool".to_owned(),
         };
-        let network = matches!(
-            e.data["where"].as_str(),
-            Some("dns" | "net" | "boundary" | "tls")
-        );
+        let network = leaving(&e.data);
         let host = network
             .then(|| host_of(&e.data, &by_id, &answered))
             .flatten();
