@@ -111,6 +111,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ),
     ("path-reach.yaml", include_str!("../rules/path-reach.yaml")),
     (
+        "home-folder-made.yaml",
+        include_str!("../rules/home-folder-made.yaml"),
+    ),
+    (
         "user-data-to-account.yaml",
         include_str!("../rules/user-data-to-account.yaml"),
     ),

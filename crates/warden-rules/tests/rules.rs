@@ -289,6 +289,12 @@ fn builtin_rules_on_a_thief() {
             w,
             json!({"path": "/home/sandbox/.bashrc", "op": "open"}),
         ),
+        event(
+            9,
+            EventKind::FileWrite,
+            w,
+            json!({"path": "/home/sandbox/.ssh/id_rsa", "op": "mkdir", "mode": "777"}),
+        ),
     ];
     let f = evaluate(&rules, &events, &|_| Some("fetch".into()));
     let by = |rule: &str| f.iter().find(|x| x.rule == rule);
@@ -304,6 +310,13 @@ fn builtin_rules_on_a_thief() {
     // A shell start-up file is persistence: high, in the home's own rule.
     assert_eq!(by("persistence-write").unwrap().evidence, vec![8]);
     assert_eq!(by("persistence-write").unwrap().severity, Severity::High);
+    // A folder made where a key lives plants nothing (a git tool given that path as a repo).
+    assert_eq!(by("home-folder-made").unwrap().evidence, vec![9]);
+    assert_eq!(by("home-folder-made").unwrap().severity, Severity::Low);
+    assert!(
+        by("home-data-write").is_none(),
+        "a folder is home-folder-made's alone"
+    );
     assert!(
         by("write-outside-workdir").is_none(),
         "the home has its own rules"
