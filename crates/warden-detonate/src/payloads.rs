@@ -155,7 +155,10 @@ pub fn for_param(nonce: &str) -> Vec<Payload> {
             Kind::PathTraversal,
             "../../../../../../../../etc/passwd".into(),
         ),
-        p(Kind::PathTraversal, "/home/sandbox/.ssh/id_rsa".into()),
+        p(
+            Kind::PathTraversal,
+            format!("{}/.ssh/id_rsa", warden_jail::persona::home()),
+        ),
         p(Kind::Ssrf, format!("http://ssrf-{nonce}.test/")),
         p(
             Kind::Ssrf,

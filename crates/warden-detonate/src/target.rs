@@ -77,13 +77,14 @@ fn project_root(start: &Path) -> Option<PathBuf> {
         .map(Path::to_path_buf)
 }
 
-/// Paths the jail mounts itself: a source folder there cannot keep its own path.
+/// Paths the jail mounts itself: a source folder there cannot keep its own path. `/home` too:
+/// the chamber's user has its home there, and a host user's folder beside it would name them.
 const JAIL_OWNED: &[&str] = &[
     "/tmp",
     "/workspace",
     "/proc",
     "/dev",
-    "/home/sandbox",
+    "/home",
     "/.warden",
     "/srv/target",
     "/etc",

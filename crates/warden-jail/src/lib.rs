@@ -29,6 +29,7 @@ mod init;
 mod landlock;
 mod mounts;
 pub mod outcome;
+pub mod persona;
 pub mod policy;
 pub mod procfs;
 pub mod protect;
@@ -53,6 +54,6 @@ pub use spawn::{
 };
 pub use supervisor::{IoMode, Observer, Request, supervise, supervise_with};
 pub use trace::Sink;
-pub use trace::prepare::{DECOY_HOME, TOOLS_MOUNT};
+pub use trace::prepare::TOOLS_MOUNT;
 pub use warden_trace;
 pub use warden_trace::DnsMode;

@@ -456,13 +456,17 @@ fn etc_files(root: &Path, policy: &Policy) -> Result<(), SetupFailure> {
         &etc.join("passwd"),
         &format!(
             "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\n\
-             sandbox:x:{uid}:{gid}:sandbox:{home}:/bin/sh\n\
-             nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+             {user}:x:{uid}:{gid}:{user}:{home}:/bin/bash\n\
+             nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+            user = policy.user
         ),
     )?;
     write_file(
         &etc.join("group"),
-        &format!("root:x:0:\nsandbox:x:{gid}:\nnogroup:x:65534:\n"),
+        &format!(
+            "root:x:0:\n{user}:x:{gid}:\nnogroup:x:65534:\n",
+            user = policy.user
+        ),
     )?;
     write_file(&etc.join("hostname"), &format!("{}\n", policy.hostname))?;
     write_file(

@@ -70,6 +70,9 @@ pub enum PolicyError {
     /// A string with a NUL byte.
     #[error("{0} contains a NUL byte")]
     Nul(&'static str),
+    /// A user name that is not a plain login name.
+    #[error("user name {0:?} is not a plain login name ([a-z_][a-z0-9_-]*, 32 at most)")]
+    BadUser(String),
 }
 
 /// Network mode of the jail.
@@ -196,6 +199,10 @@ pub struct Policy {
     pub tmpfs: Vec<Tmpfs>,
     /// Host name inside the jail.
     pub hostname: String,
+    /// The user's login name inside the jail (`/etc/passwd`, and with decoys the home
+    /// `/home/USER`): [`crate::persona::DEFAULT_USER`] unless a persona was drawn.
+    #[serde(default = "default_user")]
+    pub user: String,
     /// User id the command runs as inside the jail.
     pub uid: u32,
     /// Group id the command runs as inside the jail.
@@ -248,6 +255,11 @@ pub struct Policy {
     /// Where a container masks `/proc` and no fresh procfs can be made for the jail, bind the
     /// container's own read-only instead of failing (weaker: see [`crate::procfs`]).
     pub allow_host_proc: bool,
+}
+
+/// The plain user name, for serde defaults.
+fn default_user() -> String {
+    crate::persona::DEFAULT_USER.to_owned()
 }
 
 /// `true`, for serde defaults.
@@ -308,6 +320,7 @@ impl Default for Policy {
             allow_protected: Vec::new(),
             allow_host_proc: false,
             hostname: "warden".to_owned(),
+            user: default_user(),
             uid: 1000,
             gid: 1000,
             trace: false,
@@ -449,6 +462,9 @@ impl Policy {
             return Err(PolicyError::Nul(
                 "the host name (or it is longer than 64 bytes)",
             ));
+        }
+        if !crate::persona::valid(&self.user) {
+            return Err(PolicyError::BadUser(self.user.clone()));
         }
         Ok(())
     }

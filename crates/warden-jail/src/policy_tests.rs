@@ -61,6 +61,22 @@ fn zero_limits_and_bad_env_are_refused() {
     let mut p = Policy::default();
     p.env.insert("A=B".into(), "x".into());
     assert!(matches!(p.validate(), Err(PolicyError::BadEnvName(_))));
+    // The user names a home (`/home/USER`) and a line of /etc/passwd: a plain login name only.
+    for bad in ["../etc", "a:b", "x\ny", "", "Alex"] {
+        let p = Policy {
+            user: bad.into(),
+            ..Policy::default()
+        };
+        assert!(
+            matches!(p.validate(), Err(PolicyError::BadUser(_))),
+            "{bad:?}"
+        );
+    }
+    let p = Policy {
+        user: "alex".into(),
+        ..Policy::default()
+    };
+    assert!(p.validate().is_ok());
 }
 
 #[test]

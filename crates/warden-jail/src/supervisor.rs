@@ -270,6 +270,14 @@ pub fn supervise_with(
     observer: Observer<'_>,
 ) -> Result<Outcome, JailError> {
     req.policy.validate()?;
+    // The tracer names the decoy home by the process's persona: this run's.
+    if !crate::persona::adopt(&req.policy.user) {
+        tracing::warn!(
+            user = %req.policy.user,
+            adopted = crate::persona::user(),
+            "this process already serves another persona; the decoy home is judged by its"
+        );
+    }
     // While this process is still single-threaded (a helper only looks; its caller arranged).
     crate::cgroup::establish();
     if req.deferred {
@@ -342,6 +350,9 @@ fn announce(hub: &Hub, argv: &[String], policy: &Policy) {
     let data = serde_json::json!({
         "argv": argv,
         "decoys": policy.decoys,
+        // Whose home the paths name (the rules read `~/` as it).
+        "user": policy.user,
+        "home": policy.decoys.then(|| format!("/home/{}", policy.user)),
         "dns": policy.dns,
         "limits": policy.limits,
         "canaries": hub.canaries().map(|c| listed(c.list())),

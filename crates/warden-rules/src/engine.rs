@@ -86,12 +86,37 @@ fn admits(
     window: WindowFilter,
     conditions: &Conditions,
     event: &Event,
+    home: &str,
 ) -> bool {
     kinds.contains(&event.kind)
         && window.admits(event.triggered_by.as_deref())
         && conditions
             .iter()
-            .all(|(path, c)| c.holds(field(event, path).as_deref()))
+            .all(|(path, c)| c.holds(field(event, path).as_deref(), home))
+}
+
+/// The decoy home of a trace's paths when its first event does not say (traces written before
+/// the chamber drew a persona).
+pub const DEFAULT_HOME: &str = "/home/sandbox";
+
+/// The decoy home the paths of `events` name: the `home` of their `sandbox.started`.
+pub fn home_of(events: &[Event]) -> &str {
+    events
+        .iter()
+        .find(|e| e.kind == EventKind::SandboxStarted)
+        .and_then(|e| e.data["home"].as_str())
+        .filter(|h| h.starts_with("/home/"))
+        .unwrap_or(DEFAULT_HOME)
+}
+
+/// `text` as a glob sees it: a path in `home` is written `~/…` (so a rule names the user's
+/// files whoever the chamber's user is), anything else unchanged.
+fn tilde<'a>(text: &'a str, home: &str) -> std::borrow::Cow<'a, str> {
+    match text.strip_prefix(home) {
+        Some("") => "~".into(),
+        Some(rest) if rest.starts_with('/') => format!("~{rest}").into(),
+        _ => text.into(),
+    }
 }
 
 impl Compiled {
@@ -122,14 +147,19 @@ impl Compiled {
     /// Whether `event` matches the rule's own match (a correlated rule needs its parts too:
     /// see [`evaluate`]).
     pub fn matches(&self, event: &Event) -> bool {
+        self.matches_in(event, DEFAULT_HOME)
+    }
+
+    /// [`Compiled::matches`] for a trace whose decoy home is `home` (see [`home_of`]).
+    pub fn matches_in(&self, event: &Event, home: &str) -> bool {
         let m = &self.rule.matcher;
-        admits(&m.kinds, m.window, &self.conditions, event)
+        admits(&m.kinds, m.window, &self.conditions, event, home)
     }
 
     /// The events that complete `own` (this rule's matches): for each of them whose key every
     /// part matches too (in the same session or window), it and one event per part. Empty when
     /// no match is completed. A rule without `correlate` keeps `own` as it is.
-    fn complete<'a>(&self, own: &[&'a Event], events: &'a [Event]) -> Vec<&'a Event> {
+    fn complete<'a>(&self, own: &[&'a Event], events: &'a [Event], home: &str) -> Vec<&'a Event> {
         let Some(c) = &self.rule.correlate else {
             return own.to_vec();
         };
@@ -146,7 +176,7 @@ impl Compiled {
                 .map(|(kinds, window, conditions, key)| {
                     events.iter().find(|x| {
                         same_scope(x)
-                            && admits(kinds, *window, conditions, x)
+                            && admits(kinds, *window, conditions, x, home)
                             && field(x, key).is_some_and(|v| v == k)
                     })
                 })
@@ -192,9 +222,11 @@ fn as_f64(v: Option<&Value>) -> Option<f64> {
 }
 
 impl CompiledCondition {
-    fn holds(&self, v: Option<&Value>) -> bool {
+    fn holds(&self, v: Option<&Value>, home: &str) -> bool {
         let c = &self.raw;
         let text = v.and_then(Value::as_str);
+        let path = text.map(|t| tilde(t, home));
+        let path = path.as_deref();
         let num = as_f64(v);
         c.exists.is_none_or(|e| e == v.is_some())
             && c.equals.as_ref().is_none_or(|x| v == Some(x))
@@ -208,11 +240,11 @@ impl CompiledCondition {
             && self
                 .glob
                 .as_ref()
-                .is_none_or(|g| text.is_some_and(|t| g.is_match(t)))
+                .is_none_or(|g| path.is_some_and(|t| g.is_match(t)))
             && self
                 .not_glob
                 .as_ref()
-                .is_none_or(|g| text.is_none_or(|t| !g.is_match(t)))
+                .is_none_or(|g| path.is_none_or(|t| !g.is_match(t)))
             && self
                 .regex
                 .as_ref()
@@ -273,10 +305,11 @@ pub fn evaluate(
     tool_of: &dyn Fn(Option<&str>) -> Option<String>,
 ) -> Vec<Finding> {
     let mut findings = Vec::new();
+    let home = home_of(events);
     for r in rules {
         // One finding per rule and tool (events outside any tool call: per window).
         let mut groups: Vec<(String, Option<String>, Vec<&Event>)> = Vec::new();
-        for e in events.iter().filter(|e| r.matches(e)) {
+        for e in events.iter().filter(|e| r.matches_in(e, home)) {
             let tool = e
                 .data
                 .get("tool")
@@ -296,7 +329,7 @@ pub fn evaluate(
             if list.len() < r.rule.threshold as usize {
                 continue;
             }
-            let list = r.complete(&list, events);
+            let list = r.complete(&list, events, home);
             let Some(first) = list.first().copied() else {
                 continue;
             };

@@ -25,7 +25,9 @@
 //! Conditions name a field by dotted path (`kind`, `pid`, `triggered_by`, `data.a.b`) and test
 //! it with `equals`, `not_equals`, `one_of`, `not_one_of`, `glob`, `not_glob`, `regex`,
 //! `not_regex`, `contains`, `not_contains`, `gt`, `gte`, `lt`, `lte` or `exists`; all tests of all conditions
-//! must hold. Unknown keys, kinds, categories and severities, bad globs and bad regexes are
+//! must hold. A glob names the decoy home's files as `~/…` (`~/.ssh/**`): the path a trace
+//! records under the home its `sandbox.started` names (`/home/alex/.ssh/id_rsa`) is matched as
+//! `~/.ssh/id_rsa`, whoever the chamber's user was. Unknown keys, kinds, categories and severities, bad globs and bad regexes are
 //! errors with the file and line.
 
 use std::collections::BTreeMap;

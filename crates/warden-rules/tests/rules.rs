@@ -503,3 +503,40 @@ fn every_rule_file_is_built_in() {
     built.sort();
     assert_eq!(files, built);
 }
+
+/// Rules name the decoy home `~/`: a trace whose `sandbox.started` names the persona's home
+/// `/home/alex` has its `/home/alex/.bashrc` judged as `~/.bashrc`, and a `/home/sandbox` path
+/// in that trace is nobody's home; a trace that names no home is judged by `/home/sandbox`.
+#[test]
+fn the_home_is_whichever_the_trace_names() {
+    let rules = builtin().unwrap();
+    let w = Some("tool_call:1");
+    let started = |home: Option<&str>| {
+        event(
+            0,
+            EventKind::SandboxStarted,
+            None,
+            json!({ "argv": ["x"], "decoys": true, "home": home }),
+        )
+    };
+    let write = |id, path: &str| {
+        event(
+            id,
+            EventKind::FileWrite,
+            w,
+            json!({"path": path, "op": "open"}),
+        )
+    };
+    let events = vec![
+        started(Some("/home/alex")),
+        write(1, "/home/alex/.bashrc"),
+        write(2, "/home/sandbox/.profile"),
+        write(3, "/home/alexandra/.zshrc"),
+    ];
+    let f = evaluate(&rules, &events, &|_| Some("t".into()));
+    let persistence = f.iter().find(|x| x.rule == "persistence-write").unwrap();
+    assert_eq!(persistence.evidence, vec![1], "{f:?}");
+    let old = vec![started(None), write(1, "/home/sandbox/.bashrc")];
+    let f = evaluate(&rules, &old, &|_| Some("t".into()));
+    assert!(f.iter().any(|x| x.rule == "persistence-write"), "{f:?}");
+}

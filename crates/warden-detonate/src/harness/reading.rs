@@ -26,10 +26,13 @@ pub const MAX_PROMPTS: usize = 30;
 
 /// Values tried in a template variable to reach outside what it should serve: the decoy
 /// home's secrets, by absolute path and by traversal.
-const REACHING: &[&str] = &[
-    "/home/sandbox/.aws/credentials",
-    "../../../../../../../home/sandbox/.ssh/id_rsa",
-];
+fn reaching() -> [String; 2] {
+    let home = warden_jail::persona::home();
+    [
+        format!("{home}/.aws/credentials"),
+        format!("../../../../../../..{home}/.ssh/id_rsa"),
+    ]
+}
 
 /// Read what the model would read besides tool metadata and results.
 pub(super) async fn read_all(ctx: &mut Ctx<'_>, client: &Client, resources: &[Value]) {
@@ -49,9 +52,9 @@ pub(super) async fn read_all(ctx: &mut Ctx<'_>, client: &Client, resources: &[Va
                 read_resource(ctx, client, &name, &uri, None).await;
             }
             if ctx.settings.adversarial {
-                for value in REACHING {
-                    let uri = substitute(&t.uri_template, value);
-                    read_resource(ctx, client, &name, &uri, Some(value)).await;
+                for value in reaching() {
+                    let uri = substitute(&t.uri_template, &value);
+                    read_resource(ctx, client, &name, &uri, Some(&value)).await;
                 }
             }
         }

@@ -24,7 +24,7 @@ pub fn label(events: &mut [Event]) {
         .iter()
         .map(|f| f.path.to_owned())
         .collect();
-    let home = format!("{}/", warden_jail::DECOY_HOME);
+    let home = format!("{}/", warden_jail::persona::home());
     for e in events.iter_mut() {
         let decoy = match e.kind {
             EventKind::FileOpen => e.data["path"]
@@ -47,7 +47,7 @@ pub fn label(events: &mut [Event]) {
 /// in the decoy file it was planted in (the file rewritten in place) was not copied anywhere:
 /// `in_own_file`.
 pub fn attribute(events: &mut [Event]) {
-    let home = format!("{}/", warden_jail::DECOY_HOME);
+    let home = format!("{}/", warden_jail::persona::home());
     let mut last: std::collections::HashMap<String, String> = std::collections::HashMap::new();
     for e in events.iter_mut() {
         let path = e.data["path"].as_str().map(str::to_owned);

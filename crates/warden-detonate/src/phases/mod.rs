@@ -31,7 +31,8 @@ use crate::Options;
 /// 30 s past `budget` (the phase's own deadline ends it first).
 pub fn base_policy(budget: std::time::Duration, options: &Options) -> Policy {
     let mut policy = Policy {
-        hostname: hostname(),
+        hostname: persona().hostname.to_owned(),
+        user: persona().user.to_owned(),
         trace: true,
         decoys: true,
         open_tls: !options.no_boundary,
@@ -45,23 +46,24 @@ pub fn base_policy(budget: std::time::Duration, options: &Options) -> Policy {
     policy
 }
 
-/// Host names a developer's machine has; one is drawn per run (the chamber's own name would
-/// tell a server where it is). The report's `sandbox.hostname` says which.
-const HOSTNAMES: &[&str] = &[
-    "dev-laptop",
-    "jsmith-thinkpad",
-    "ws-4471",
-    "mbp-alex",
-    "ubuntu-desktop",
-    "devbox-02",
-    "lin-ws-17",
-    "framework-13",
-];
-
-fn hostname() -> String {
-    let pick = warden_jail::warden_trace::canary::random_string(b"01234567", 1);
-    let i: usize = pick.parse().unwrap_or(0);
-    HOSTNAMES[i % HOSTNAMES.len()].to_owned()
+/// This run's persona (user, home and host name of a developer's machine, from
+/// `warden_jail::persona`'s pool), drawn once per process (one detonation) and adopted, so every
+/// phase shows the same machine and the tracer and the analysis name the same home. The
+/// report's `sandbox.user` and `sandbox.hostname` say which.
+pub fn persona() -> warden_jail::persona::Persona {
+    static DRAWN: std::sync::OnceLock<warden_jail::persona::Persona> = std::sync::OnceLock::new();
+    *DRAWN.get_or_init(|| {
+        let p = warden_jail::persona::draw();
+        if warden_jail::persona::adopt(p.user) {
+            p
+        } else {
+            // This process already named its user: keep that one's home.
+            warden_jail::persona::Persona {
+                user: warden_jail::persona::user(),
+                hostname: p.hostname,
+            }
+        }
+    })
 }
 
 /// Progress on stderr, when asked for.

@@ -33,7 +33,7 @@ pub struct DecoyId {
 /// mount), and links through `/proc` are resolved to the file's own name by the tracer first.
 /// Other opens are not looked up, so they cost nothing more.
 fn may_be_decoy(path: &str) -> bool {
-    path.strip_prefix(super::prepare::DECOY_HOME)
+    path.strip_prefix(crate::persona::home())
         .is_some_and(|rest| rest.starts_with('/'))
 }
 

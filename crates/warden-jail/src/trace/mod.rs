@@ -107,19 +107,21 @@ const PACKAGE_TREES: &[&str] = &[
     "/workspace/.venv/",
     "/workspace/node_modules/",
     "/workspace/src/node_modules/",
-    "/home/sandbox/.npm/_cacache/",
-    "/home/sandbox/.cache/pip/",
-    "/home/sandbox/.cache/uv/",
 ];
+
+/// The package managers' caches in the decoy home, relative to it: package trees too.
+const HOME_PACKAGE_TREES: &[&str] = &[".npm/_cacache/", ".cache/pip/", ".cache/uv/"];
 
 /// The folder of `path` when it lies in a [`PACKAGE_TREES`] folder and names no `.` or `..`.
 fn package_folder(path: &str) -> Option<&str> {
     if path.contains("/../") || path.contains("/./") || path.ends_with("/..") {
         return None;
     }
-    PACKAGE_TREES
-        .iter()
-        .any(|t| path.starts_with(t))
+    let in_home = path
+        .strip_prefix(crate::persona::home())
+        .and_then(|rest| rest.strip_prefix('/'))
+        .is_some_and(|rest| HOME_PACKAGE_TREES.iter().any(|t| rest.starts_with(t)));
+    (in_home || PACKAGE_TREES.iter().any(|t| path.starts_with(t)))
         .then(|| path.rsplit_once('/').map_or(path, |(dir, _)| dir))
 }
 

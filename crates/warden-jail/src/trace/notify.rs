@@ -555,7 +555,9 @@ fn program_socket(
 type HeldMounts = Vec<(String, std::fs::File)>;
 
 /// The jail's own writable mounts, held for the scan of written files after the tree is gone.
-const WRITABLE_MOUNTS: &[&str] = &["/tmp", "/workspace", "/home/sandbox", "/dev/shm"];
+fn writable_mounts() -> [&'static str; 4] {
+    ["/tmp", "/workspace", crate::persona::home(), "/dev/shm"]
+}
 
 /// The init announces its listener's descriptor number; copy the descriptor out of it and
 /// tell it so.
@@ -573,7 +575,7 @@ fn take_listener(
     // The init is still waiting for us, so this is its finished root; held open, it stays
     // readable after the jail's mount namespace is gone.
     let root = std::fs::File::open(format!("/proc/{init}/root")).ok();
-    let mounts = WRITABLE_MOUNTS
+    let mounts = writable_mounts()
         .iter()
         .filter_map(|m| {
             let f = std::fs::File::open(format!("/proc/{init}/root{m}")).ok()?;
@@ -1047,7 +1049,7 @@ fn renamed(p: &[u8], from: &[u8], to: &[u8]) -> Option<Vec<u8>> {
 /// decoy did not (a rogue server planted for the user's agent to start).
 fn agent_config(hub: &Hub, path: &[u8], bytes: &[u8], pid: Option<i32>) {
     let path = String::from_utf8_lossy(path);
-    let home = format!("{}/", super::prepare::DECOY_HOME);
+    let home = format!("{}/", crate::persona::home());
     let Some(client) = path
         .strip_prefix(&home)
         .and_then(warden_trace::agents::client_of)

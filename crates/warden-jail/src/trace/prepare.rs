@@ -1,7 +1,8 @@
 //! What tracing and decoys add to a policy before the jail starts: a private host directory
 //! holding the environment interposer and the Python hook (bound read-only at `/.warden`), the
 //! run's own clock record over its placeholder there (see [`super::clock`]) and,
-//! with decoys, the decoy home (bound writable at `/home/sandbox`), plus the environment that
+//! with decoys, the decoy home (bound writable at `/home/USER`, the policy's user: see
+//! [`crate::persona`]), plus the environment that
 //! points programs at them and the canary credentials.
 //!
 //! The tools are the same for every run: they live in `/run/warden/tools-<digest>`, created once
@@ -23,8 +24,6 @@ use crate::policy::{Bind, Policy};
 
 /// Where the interposer and the Python hook appear inside the jail.
 pub const TOOLS_MOUNT: &str = "/.warden";
-/// The decoy home inside the jail.
-pub const DECOY_HOME: &str = "/home/sandbox";
 
 /// The host side of one run's observation; dropping it removes the run's own files.
 #[derive(Debug)]
@@ -252,6 +251,7 @@ pub fn prepare(policy: &mut Policy) -> Result<Option<Observation>, JailError> {
     };
     let mut home_mount = None;
     let mut decoy_ids = Vec::new();
+    let decoy_home = format!("/home/{}", policy.user);
     let decoys = if policy.decoys {
         let mut d = Decoys::generate();
         // The credentials the operator configured are watched too (where the user's data goes
@@ -290,7 +290,7 @@ pub fn prepare(policy: &mut Policy) -> Result<Option<Observation>, JailError> {
                 decoy_ids.push(super::identity::DecoyId {
                     dev: st.st_dev,
                     ino: st.st_ino,
-                    path: format!("{DECOY_HOME}/{}", f.path),
+                    path: format!("{decoy_home}/{}", f.path),
                 });
             }
         }
@@ -300,10 +300,12 @@ pub fn prepare(policy: &mut Policy) -> Result<Option<Observation>, JailError> {
         }
         policy.binds.push(Bind {
             source: home,
-            target: Some(PathBuf::from(DECOY_HOME)),
+            target: Some(PathBuf::from(&decoy_home)),
             writable: true,
         });
-        policy.env.insert("HOME".into(), DECOY_HOME.into());
+        policy.env.insert("HOME".into(), decoy_home.clone());
+        policy.env.insert("USER".into(), policy.user.clone());
+        policy.env.insert("LOGNAME".into(), policy.user.clone());
         for (k, v) in &d.env {
             // What the operator set explicitly stays.
             policy.env.entry(k.clone()).or_insert_with(|| v.clone());

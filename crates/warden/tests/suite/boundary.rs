@@ -119,11 +119,12 @@ pub fn secrets_are_seen_leaving_by_any_route() {
             .any(|(rule, _, t)| rule == "environ-read" && t == "push"),
         "{f:?}"
     );
+    let home = chamber_home(&r);
     let linked_open = r["events"].as_array().unwrap().iter().any(|e| {
         e["kind"] == "file.open"
             && e["data"]["identity"] == "inode"
-            && e["data"]["path"] == "/home/sandbox/.aws/credentials"
-            && e["data"]["link_path"] == "/home/sandbox/.cache/sync-state"
+            && e["data"]["path"] == format!("{home}/.aws/credentials").as_str()
+            && e["data"]["link_path"] == format!("{home}/.cache/sync-state").as_str()
     });
     assert!(
         linked_open,

@@ -291,6 +291,19 @@ pub fn eventually(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
 }
 
 /// A report's findings as (rule, severity, tool), those of the given severities only (all when
+/// The decoy home of a detonation report: `/home/` and the persona's user the run drew (its
+/// `sandbox.user`), after checking that it is a developer's name and never `sandbox`.
+pub fn chamber_home(r: &serde_json::Value) -> String {
+    let user = r["sandbox"]["user"]
+        .as_str()
+        .expect("the report names its user");
+    assert!(
+        warden_jail::persona::POOL.iter().any(|p| p.user == user),
+        "{user} is not one of the persona pool's"
+    );
+    format!("/home/{user}")
+}
+
 /// `severities` is empty).
 pub fn finding_rows(
     report: &serde_json::Value,

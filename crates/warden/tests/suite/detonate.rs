@@ -766,6 +766,41 @@ pub fn behaviour_that_waits_is_seen_in_the_dwell() {
     assert!(r["harness"].get("dwell").is_none(), "{}", r["harness"]);
 }
 
+/// Issue #35, part 1: the signs sandbox-detection code looks for (`wary.py` names each one it
+/// finds in a DNS lookup, and steals only when it finds none). The user, its home, the host
+/// name, the init and the cgroup are a developer's machine's (a persona drawn per run, recorded
+/// in the report); the interposers' folder and the variables that load it are still visible
+/// (`STILL_SHOWN`, README's table), and the test fails the day one of them goes, so the list
+/// only shrinks, and a sign that comes back (a user named `sandbox`) fails it at once.
+#[test]
+pub fn the_chamber_shows_none_of_its_own_names() {
+    const STILL_SHOWN: &[&str] = &["env", "mounts", "paths"];
+    let target = fixtures().join("mcp/servers/wary.py");
+    let r = detonate_target(
+        &target.display().to_string(),
+        &["--no-payloads", "--dwell", "0"],
+    );
+    let home = chamber_home(&r);
+    let user = home.trim_start_matches("/home/");
+    assert_eq!(
+        r["sandbox"]["hostname"].as_str(),
+        warden_jail::persona::hostname(user),
+        "the host name goes with the user"
+    );
+    let mut shown: Vec<String> = r["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "net.dns")
+        .filter_map(|e| e["data"]["name"].as_str())
+        .filter_map(|n| n.strip_prefix("tell-")?.strip_suffix(".wary.test"))
+        .map(str::to_owned)
+        .collect();
+    shown.sort();
+    shown.dedup();
+    assert_eq!(shown, STILL_SHOWN, "the signs the chamber shows: {shown:?}");
+}
+
 #[test]
 pub fn one_fixture_per_category() {
     let f = findings("sql_search.py", &[]);
@@ -848,9 +883,10 @@ pub fn a_local_packages_install_hook_runs_in_the_jail_and_is_judged() {
     assert!(has(&f, "persistence-write", "high", ""), "{f:?}");
     // The key was read during the install, not by the (harmless) server.
     let events = r["events"].as_array().unwrap();
+    let key = format!("{}/.ssh/id_rsa", chamber_home(&r));
     let read = events
         .iter()
-        .find(|e| e["kind"] == "file.open" && e["data"]["path"] == "/home/sandbox/.ssh/id_rsa")
+        .find(|e| e["kind"] == "file.open" && e["data"]["path"] == key.as_str())
         .unwrap();
     assert_eq!(read["triggered_by"], "install");
     let script = events

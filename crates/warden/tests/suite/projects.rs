@@ -28,9 +28,10 @@ fn expect_build_hook_findings(r: &Value, hook: &str) {
     }
     assert_eq!(r["verdict"], "HIGH");
     let events = r["events"].as_array().unwrap();
+    let key = format!("{}/.ssh/id_rsa", chamber_home(r));
     let read = events
         .iter()
-        .find(|e| e["kind"] == "file.open" && e["data"]["path"] == "/home/sandbox/.ssh/id_rsa")
+        .find(|e| e["kind"] == "file.open" && e["data"]["path"] == key.as_str())
         .expect("the key was read");
     assert_eq!(
         read["triggered_by"], "install",
