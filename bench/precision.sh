@@ -47,6 +47,17 @@
 #   15,000 (8; leaving out uipath-mcp, an SDK; linkedin-scraper-mcp, a renamed stub;
 #   mcp-stata, which needs Stata; llama-index-tools-mcp, a library). Placeholder keys and start
 #   commands here were read from each server's code before any was run.
+#   Spent (2026-12-07, issue #34): 11 of its 20 reached a verdict; @cyanheads/git-mcp-server
+#   came out HIGH on persistence-write for a `mkdir` at ~/.ssh/id_rsa (git_init given that path;
+#   the file exists, nothing changed), and a folder made in the home became home-folder-made
+#   (low) after seeing it. @openbnb/mcp-server-airbnb's HIGH (the search location sent to
+#   Komoot's geocoder, which nothing the user is shown names) stands, counted as arguable.
+# - `held-out` since 2026-12-07 (fourth draw): the same rule on npm alone (PyPI's list is used
+#   up), taking up where the third stopped: the next 20 (leaving out @voltagent/mcp-server, a
+#   library, and ios-simulator-mcp, which needs macOS). Placeholder keys and start commands
+#   were read from each server's start-up code before any was run; the two @atlassian-dc-mcp
+#   packages cannot be installed here (a dependency is missing from the registry) and stay
+#   listed.
 #
 # Usage: bench/precision.sh [--half tune|held-out|all] [--before OLD_WARDEN]
 #                           [--time-against OLD_WARDEN] [--only REGEX] [--out DIR]
@@ -195,8 +206,7 @@ spent=(
     "pypi:mcp-server@0.1.4"
     "pypi:tilt-mcp@0.1.3"
     "pypi:mfa-servicenow-mcp@1.25.4|--env SERVICENOW_INSTANCE_URL=https://example.service-now.invalid --env SERVICENOW_USERNAME=x --env SERVICENOW_PASSWORD=placeholder --mcp-command servicenow-mcp"
-)
-held_out=(
+    # the third held-out draw (spent 2026-12-07: home-folder-made)
     "npm:@mapbox/mcp-server@0.14.0"
     "npm:@modelcontextprotocol/server-gitlab@2025.4.25|--env GITLAB_PERSONAL_ACCESS_TOKEN=glpat-placeholder"
     "npm:argocd-mcp@0.9.0|--mcp-command argocd-mcp stdio"
@@ -217,6 +227,28 @@ held_out=(
     "pypi:analytics-mcp@0.8.0"
     "pypi:awslabs-redshift-mcp-server@0.1.2|--env AWS_REGION=us-east-1 --mcp-command awslabs.redshift-mcp-server"
     "pypi:mysql-mcp-server@0.4.4|--mcp-command mysql_mcp_server"
+)
+held_out=(
+    "npm:airtable-mcp-server@1.14.0|--env AIRTABLE_API_KEY=placeholder"
+    "npm:@openai/codex-shell-tool-mcp@0.97.0"
+    "npm:@roychri/mcp-server-asana@1.8.0|--env ASANA_ACCESS_TOKEN=placeholder"
+    "npm:@atlassian-dc-mcp/confluence@0.34.0|--env CONFLUENCE_HOST=confluence.invalid --env CONFLUENCE_API_TOKEN=placeholder"
+    "npm:@agentdeskai/browser-tools-mcp@2.0.2"
+    "npm:fetcher-mcp@0.3.9"
+    "npm:@mui/mcp@0.1.6"
+    "npm:replicate-mcp@0.9.0|--env REPLICATE_API_TOKEN=placeholder"
+    "npm:figma-console-mcp@1.40.4"
+    "npm:@cloudbase/cloudbase-mcp@2.34.6"
+    "npm:mcp-deepwiki@0.0.10"
+    "npm:@atlassian-dc-mcp/bitbucket@0.34.0|--env BITBUCKET_HOST=bitbucket.invalid --env BITBUCKET_API_TOKEN=placeholder"
+    "npm:@cloudflare/mcp-server-cloudflare@0.2.0|--env CLOUDFLARE_API_TOKEN=placeholder --mcp-command mcp-server-cloudflare run placeholder"
+    "npm:@skanda-yutori/mcp-send-email@1.0.0|--env RESEND_API_KEY=placeholder"
+    "npm:reddit-mcp-buddy@1.1.14"
+    "npm:@nexus2520/bitbucket-mcp-server@3.0.0|--env BITBUCKET_USERNAME=placeholder --env BITBUCKET_APP_PASSWORD=placeholder"
+    "npm:flightradar-mcp-server@0.1.2"
+    "npm:notebooklm-mcp@2.0.0"
+    "npm:@agent-infra/mcp-server-filesystem@1.2.29|--mcp-command mcp-server-filesystem --allowed-directories /workspace"
+    "npm:linear-mcp@1.2.0"
 )
 
 rows=$out/rows.tsv
