@@ -257,6 +257,13 @@ pub struct Policy {
     pub allow_host_proc: bool,
 }
 
+impl Policy {
+    /// The decoy home's path inside the jail: `/home/USER`.
+    pub fn decoy_home(&self) -> String {
+        format!("/home/{}", self.user)
+    }
+}
+
 /// The plain user name, for serde defaults.
 fn default_user() -> String {
     crate::persona::DEFAULT_USER.to_owned()

@@ -352,7 +352,7 @@ fn announce(hub: &Hub, argv: &[String], policy: &Policy) {
         "decoys": policy.decoys,
         // Whose home the paths name (the rules read `~/` as it).
         "user": policy.user,
-        "home": policy.decoys.then(|| format!("/home/{}", policy.user)),
+        "home": policy.decoys.then(|| policy.decoy_home()),
         "dns": policy.dns,
         "limits": policy.limits,
         "canaries": hub.canaries().map(|c| listed(c.list())),

@@ -251,7 +251,7 @@ pub fn prepare(policy: &mut Policy) -> Result<Option<Observation>, JailError> {
     };
     let mut home_mount = None;
     let mut decoy_ids = Vec::new();
-    let decoy_home = format!("/home/{}", policy.user);
+    let decoy_home = policy.decoy_home();
     let decoys = if policy.decoys {
         let mut d = Decoys::generate();
         // The credentials the operator configured are watched too (where the user's data goes
