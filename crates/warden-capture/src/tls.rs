@@ -83,8 +83,10 @@ impl Authority {
         let key = KeyPair::generate().map_err(|e| format!("authority key: {e}"))?;
         let mut params = CertificateParams::new(Vec::<String>::new()).map_err(|e| e.to_string())?;
         let mut dn = DistinguishedName::new();
-        dn.push(DnType::CommonName, "Warden chamber CA (this run only)");
-        dn.push(DnType::OrganizationName, "Warden");
+        // Named as a company's TLS-inspection root on a developer's laptop is: a program that
+        // reads its trust store finds nothing of Warden's there.
+        dn.push(DnType::CommonName, "Corporate Root CA G2");
+        dn.push(DnType::OrganizationName, "IT Security");
         params.distinguished_name = dn;
         params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
         params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];

@@ -85,7 +85,7 @@ const JAIL_OWNED: &[&str] = &[
     "/proc",
     "/dev",
     "/home",
-    "/.warden",
+    warden_jail::TOOLS_MOUNT,
     "/srv/target",
     "/etc",
     "/usr",

@@ -9,7 +9,8 @@
 //!
 //! [`build`] runs in the jail's init, inside the new user and mount namespaces: it makes a
 //! private tmpfs root, attaches the prepared mounts, adds `/tmp`, a minimal `/dev`, a fresh
-//! `/proc` (with `/proc/sys` and friends read-only), synthetic `/etc` files, pivots into the new
+//! `/proc` (with `/proc/sys` and friends read-only), synthetic `/etc` files (`ld.so.preload` when
+//! the policy preloads a library), pivots into the new
 //! root, detaches the old one and makes `/` read-only.
 //!
 //! Guarantees: nothing of the host is visible but what the policy lists; system paths are
@@ -468,6 +469,9 @@ fn etc_files(root: &Path, policy: &Policy) -> Result<(), SetupFailure> {
             user = policy.user
         ),
     )?;
+    if let Some(lib) = &policy.preload {
+        write_file(&etc.join("ld.so.preload"), &format!("{}\n", lib.display()))?;
+    }
     write_file(&etc.join("hostname"), &format!("{}\n", policy.hostname))?;
     write_file(
         &etc.join("hosts"),

@@ -255,6 +255,11 @@ pub struct Policy {
     /// Where a container masks `/proc` and no fresh procfs can be made for the jail, bind the
     /// container's own read-only instead of failing (weaker: see [`crate::procfs`]).
     pub allow_host_proc: bool,
+    /// A library the jail's loader preloads into every dynamically linked program, named by the
+    /// jail's own `/etc/ld.so.preload` (a path inside the jail): tracing sets it to its
+    /// interposer, so no variable in the program's environment names it.
+    #[serde(default)]
+    pub preload: Option<PathBuf>,
 }
 
 impl Policy {
@@ -326,6 +331,7 @@ impl Default for Policy {
             protect: true,
             allow_protected: Vec::new(),
             allow_host_proc: false,
+            preload: None,
             hostname: "warden".to_owned(),
             user: default_user(),
             uid: 1000,
@@ -423,6 +429,16 @@ impl Policy {
                     path: b.source.clone(),
                 });
             }
+        }
+        if let Some(lib) = &self.preload
+            && (!lib.is_absolute()
+                || lib
+                    .as_os_str()
+                    .as_encoded_bytes()
+                    .iter()
+                    .any(|b| b.is_ascii_whitespace() || *b == 0))
+        {
+            return Err(PolicyError::BadTarget(lib.clone()));
         }
         for t in &self.tmpfs {
             check_target(&t.target)?;

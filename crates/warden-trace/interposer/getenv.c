@@ -1,4 +1,4 @@
-/* Warden's environment interposer, injected with LD_PRELOAD into traced programs.
+/* Warden's environment interposer, preloaded into traced programs (the jail's /etc/ld.so.preload).
  *
  * getenv and secure_getenv behave exactly like glibc's (they look the name up in `environ`);
  * when the name looks like a credential, the lookup is first announced to the tracer with a

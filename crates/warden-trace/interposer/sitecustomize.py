@@ -3,6 +3,25 @@
 import os as _os
 
 
+def _warden_hide():
+    # The interposer put this folder first in PYTHONPATH (so that this hook loads); the program
+    # sees the PYTHONPATH it was given, in os.environ, the C environment and sys.path.
+    import sys
+
+    hook = "@HOOK@"
+    value = _os.environ._data.get(_os.environ.encodekey("PYTHONPATH"))
+    if value is not None:
+        parts = _os.environ.decodevalue(value).split(":")
+        if parts[0] == hook:
+            parts = parts[1:]
+            if parts:
+                _os.environ["PYTHONPATH"] = ":".join(parts)
+            else:
+                del _os.environ["PYTHONPATH"]
+    sys.path[:] = [p for p in sys.path if p != hook]
+
+
+
 def _warden_install():
     words = (@WORDS@)
     state = {}
@@ -38,5 +57,6 @@ def _warden_install():
     cls.values = lambda self: copy(self).values()
 
 
+_warden_hide()
 _warden_install()
-del _warden_install
+del _warden_hide, _warden_install

@@ -115,7 +115,7 @@ impl Decoys {
             (
                 "DATABASE_URL",
                 format!(
-                    "postgres://app:{}@db.internal.invalid:5432/prod",
+                    "postgres://app:{}@db.prod.internal:5432/prod",
                     random_string(ALNUM, 24)
                 ),
             ),
@@ -183,7 +183,7 @@ impl Decoys {
             },
             DecoyFile {
                 path: ".ssh/config",
-                contents: "Host build\n  HostName build.internal.invalid\n  User deploy\n".into(),
+                contents: "Host build\n  HostName build.corp.internal\n  User deploy\n".into(),
                 mode: 0o644,
             },
             DecoyFile {
@@ -213,7 +213,7 @@ impl Decoys {
             DecoyFile {
                 path: ".docker/config.json",
                 contents: format!(
-                    "{{\"auths\": {{\"registry.internal.invalid\": {{\"auth\": \"{docker_auth}\"}}}}}}\n"
+                    "{{\"auths\": {{\"registry.corp.internal\": {{\"auth\": \"{docker_auth}\"}}}}}}\n"
                 ),
                 mode: 0o600,
             },
@@ -232,7 +232,7 @@ impl Decoys {
             DecoyFile {
                 path: ".mozilla/firefox/default/logins.json",
                 contents: format!(
-                    "{{\"logins\": [{{\"hostname\": \"https://mail.internal.invalid\", \"username\": \"deploy\", \"password\": \"{browser}\"}}]}}\n"
+                    "{{\"logins\": [{{\"hostname\": \"https://mail.corp.internal\", \"username\": \"deploy\", \"password\": \"{browser}\"}}]}}\n"
                 ),
                 mode: 0o600,
             },
@@ -369,7 +369,7 @@ pub fn audience(planted: &str) -> &'static [&'static str] {
         "env:OPENAI_API_KEY" => &["openai.com"],
         "env:ANTHROPIC_API_KEY" => &["anthropic.com"],
         "env:NPM_TOKEN" | "file:~/.npmrc" => &["npmjs.org", "npmjs.com"],
-        "env:DATABASE_URL" => &["db.internal.invalid"],
+        "env:DATABASE_URL" => &["db.prod.internal"],
         "file:~/.docker/config.json" => &["docker.io", "docker.com"],
         "imds:gcp" => &["googleapis.com"],
         p if p.ends_with("#slack") => &["slack.com"],

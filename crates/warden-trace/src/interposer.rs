@@ -1,7 +1,8 @@
 //! The environment-read observers injected into traced programs: a getenv/secure_getenv
 //! interposer (a shared object built from `interposer/getenv.c` by this crate's build script,
-//! loaded with `LD_PRELOAD`) and a Python `sitecustomize` hook for `os.environ`, which Python
-//! fills at start-up without calling getenv.
+//! loaded through the jail's `/etc/ld.so.preload`) and a Python `sitecustomize` hook for
+//! `os.environ`, which Python fills at start-up without calling getenv (the interposer points
+//! each Python interpreter at it, and the hook hides that again: `interposer/python.c`).
 //!
 //! Both announce a read of a credential-like name with `prctl(ENV_READ_OPTION, name, origin)`,
 //! which the jail's filter hands to the tracer. They run inside the subject, so their reports
@@ -16,6 +17,11 @@
 pub const ENV_READ_OPTION: u64 = 0x5744_0000;
 
 const WORDS: &str = include_str!("../interposer/words.txt");
+
+/// Where the interposer, the Python hook (`python/`) and the clock record appear inside the jail.
+pub const TOOLS_DIR: &str = env!("WARDEN_TOOLS_DIR");
+/// The interposer's file name in [`TOOLS_DIR`].
+pub const LIBRARY_NAME: &str = env!("WARDEN_LIBRARY_NAME");
 
 /// The interposer library.
 pub const LIBRARY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libwarden_env.so"));
@@ -38,6 +44,7 @@ pub fn sitecustomize() -> String {
         .replace("@WORDS@", &words.concat())
         .replace("@NR@", &libc::SYS_prctl.to_string())
         .replace("@OPTION@", &ENV_READ_OPTION.to_string())
+        .replace("@HOOK@", &format!("{TOOLS_DIR}/python"))
 }
 
 #[cfg(test)]

@@ -43,10 +43,11 @@ pub struct Plan {
 
 /// pip builds through PEP 517 (an isolated build environment from the index), as new pips do.
 const PIP: &str = "--quiet --disable-pip-version-check --use-pep517";
-/// Scratch places of a local Python build, in the jail's own `/tmp`.
-const BUILD: &str = "/tmp/.warden-build";
-const BUILD_VENV: &str = "/tmp/.warden-build-venv";
-const WHEELS: &str = "/tmp/.warden-wheels";
+/// Scratch places of a local Python build, in the jail's own `/tmp`, under names any build
+/// could use (a build that looks around sees nothing of Warden's).
+const BUILD: &str = "/tmp/build-src";
+pub(crate) const BUILD_VENV: &str = "/tmp/build-venv";
+const WHEELS: &str = "/tmp/wheelhouse";
 
 /// The lifecycle hooks of a local package (`package.json` in `dir`), in npm's order.
 pub fn local_hooks(dir: &Path) -> Vec<Value> {
@@ -199,7 +200,7 @@ mod tests {
         let p = plan_of(d.path(), "/home/me/srv", Mode::Local);
         let cmd = &p.command.unwrap()[2];
         assert!(
-            cmd.contains("cp -r '/home/me/srv'/. /tmp/.warden-build"),
+            cmd.contains("cp -r '/home/me/srv'/. /tmp/build-src"),
             "{cmd}"
         );
         assert!(cmd.contains("pip wheel"), "{cmd}");

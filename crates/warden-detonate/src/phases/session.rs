@@ -97,10 +97,11 @@ fn mark_installer(events: &mut [Event]) {
             && system(path)
             && system(arg(1))
             && matches!(base(arg(1)).as_str(), "npm" | "npm-cli.js");
-        let pip = ["/workspace/venv/bin/", "/tmp/.warden-build-venv/bin/"]
+        let pip = ["/workspace/venv", crate::fetch::project::BUILD_VENV]
             .iter()
             .any(|venv| {
                 path.strip_prefix(venv)
+                    .and_then(|p| p.strip_prefix("/bin/"))
                     .is_some_and(|p| p.starts_with("pip"))
             });
         npm || pip

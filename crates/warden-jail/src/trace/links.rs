@@ -37,7 +37,15 @@ pub const MAX_PATH: usize = 4096;
 /// made or brought (a writable folder, the server's own folder shipped with links in it, an
 /// operator's bind, `/proc` and `/dev/fd`).
 const SYSTEM: &[&str] = &[
-    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/.warden",
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc",
+    super::prepare::TOOLS_MOUNT,
 ];
 
 /// Whether `raw` (an absolute path as the program gave it) can lead through a link of the

@@ -1007,8 +1007,9 @@ pub(super) fn normalize(path: &str) -> String {
     String::from_utf8_lossy(&super::links::normalize(path.as_bytes())).into_owned()
 }
 
-/// Whether an event is Warden's own doing: the loader opening the interposer, Python reading
-/// (or trying to cache) the hook. Only those exact files, only opens and the cache attempt —
+/// Whether an event is Warden's own doing: the loader reading `/etc/ld.so.preload` (the jail's
+/// own, naming only the interposer) and opening the interposer, Python reading (or trying to
+/// cache) the hook. Only those exact files, only opens and the cache attempt —
 /// never an exec or a delete, and a path that merely passes through the directory (`..`) is
 /// judged by where it ends up.
 fn ours(kind: EventKind, data: &Value) -> bool {
@@ -1019,7 +1020,8 @@ fn ours(kind: EventKind, data: &Value) -> bool {
     let tools = super::prepare::TOOLS_MOUNT;
     match kind {
         EventKind::FileOpen => {
-            p == format!("{tools}/libwarden_env.so")
+            p == super::prepare::interposer_path()
+                || p == "/etc/ld.so.preload"
                 || p == format!("{tools}/python/sitecustomize.py")
                 || p == format!("{tools}/python")
                 || p.starts_with(&format!("{tools}/python/__pycache__/sitecustomize."))

@@ -1,29 +1,38 @@
-//! What tracing and decoys add to a policy before the jail starts: a private host directory
-//! holding the environment interposer and the Python hook (bound read-only at `/.warden`), the
-//! run's own clock record over its placeholder there (see [`super::clock`]) and,
-//! with decoys, the decoy home (bound writable at `/home/USER`, the policy's user: see
-//! [`crate::persona`]), plus the environment that
-//! points programs at them and the canary credentials.
+//! What tracing and decoys add to a policy before the jail starts: the environment interposer,
+//! the Python hook and the run's own clock record (see [`super::clock`]), shown read-only at
+//! [`TOOLS_MOUNT`] and preloaded through the jail's own `/etc/ld.so.preload`; with decoys, the
+//! decoy home (bound writable at `/home/USER`, the policy's user: see [`crate::persona`]) and
+//! the canary credentials; with TLS opened, the run's authority in the system trust bundle.
 //!
-//! The tools are the same for every run: they live in `/run/warden/tools-<digest>`, created once
-//! (root-owned, not writable by anyone else, checked on every reuse) with the Python hook's
-//! bytecode compiled by the system's Python, so a traced run neither writes nor compiles them.
-//! Where `/run/warden` cannot be used, they go to the run's own directory. The decoy home is
-//! fresh for each run (mode 0700, under the system's temporary directory) and removed when the
-//! run's [`Observation`] is dropped.
+//! Nothing it adds names Warden inside the jail: no variable names the tools (the interposer
+//! puts a Python interpreter onto its hook and the hook takes that out again), the tools'
+//! folder is an ordinary library folder, and what is bound comes from the run's own
+//! directory (an ordinary temporary name, so `/proc/self/mountinfo` shows nothing more).
+//!
+//! The tools are made once (root-owned, not writable by anyone else, checked on every reuse)
+//! in `/run/warden/tools-<digest>`, with the Python hook's bytecode compiled by the system's
+//! Python; each run copies them (some 30 KB, modification times kept so the bytecode stays
+//! valid) into its own directory beside its clock. Where that directory's file system does
+//! not allow executable mappings, the shared folder itself is bound (and its name shows in
+//! the jail's mount table). The run's directory, the decoy home included (mode 0700, under the
+//! system's temporary directory), is removed when the run's [`Observation`] is dropped.
 
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use warden_trace::Decoys;
-use warden_trace::interposer::{LIBRARY, sitecustomize};
+use warden_trace::interposer::{LIBRARY, LIBRARY_NAME, sitecustomize};
 
 use crate::error::{JailError, SetupFailure, Stage};
 use crate::policy::{Bind, Policy};
 
-/// Where the interposer and the Python hook appear inside the jail.
-pub const TOOLS_MOUNT: &str = "/.warden";
+/// Where the interposer, the Python hook and the clock record appear inside the jail.
+pub const TOOLS_MOUNT: &str = warden_trace::interposer::TOOLS_DIR;
+/// The interposer's path inside the jail (named by the jail's `/etc/ld.so.preload`).
+pub fn interposer_path() -> String {
+    format!("{TOOLS_MOUNT}/{LIBRARY_NAME}")
+}
 
 /// The host side of one run's observation; dropping it removes the run's own files.
 #[derive(Debug)]
@@ -62,15 +71,6 @@ fn mkdir(path: &Path, mode: u32) -> Result<(), JailError> {
         .mode(mode)
         .create(path)
         .map_err(|e| fail("creating an observation directory", &e))
-}
-
-/// Prepend `value` to the `:`-separated variable `name`.
-fn prepend(policy: &mut Policy, name: &str, value: &str) {
-    let v = match policy.env.get(name) {
-        Some(old) if !old.is_empty() => format!("{value}:{old}"),
-        _ => value.to_owned(),
-    };
-    policy.env.insert(name.to_owned(), v);
 }
 
 /// Size of the decoy home's tmpfs.
@@ -129,7 +129,7 @@ const CLOCK_PLACEHOLDER: &str = "clock";
 /// the clock's placeholder.
 fn fill_tools(dir: &Path) -> Result<(), JailError> {
     mkdir(&dir.join("python"), 0o755)?;
-    write(&dir.join("libwarden_env.so"), LIBRARY, 0o644)?;
+    write(&dir.join(LIBRARY_NAME), LIBRARY, 0o644)?;
     write(&dir.join(CLOCK_PLACEHOLDER), b"", 0o644)?;
     let hook = dir.join("python/sitecustomize.py");
     write(&hook, sitecustomize().as_bytes(), 0o644)?;
@@ -150,6 +150,30 @@ fn fill_tools(dir: &Path) -> Result<(), JailError> {
                 .stdout(std::process::Stdio::null())
                 .stderr(std::process::Stdio::null())
                 .status();
+        }
+    }
+    Ok(())
+}
+
+/// Copy the tools in `from` into `to` (created), each file's modification time kept (Python
+/// checks a bytecode file against its source's), leaving out the clock's placeholder.
+fn copy_tools(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::DirBuilder::new().mode(0o755).create(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let (source, target) = (entry.path(), to.join(entry.file_name()));
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            copy_tools(&source, &target)?;
+        } else if kind.is_file() && entry.file_name() != CLOCK_PLACEHOLDER {
+            let bytes = std::fs::read(&source)?;
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o644)
+                .open(&target)?;
+            f.write_all(&bytes)?;
+            f.set_modified(entry.metadata()?.modified()?)?;
         }
     }
     Ok(())
@@ -198,55 +222,58 @@ pub fn prepare(policy: &mut Policy) -> Result<Option<Observation>, JailError> {
     if !policy.trace {
         return Ok(None);
     }
-    let own_dir = || {
-        tempfile::Builder::new()
-            .prefix("warden-observe-")
-            .tempdir()
-            .map_err(|e| fail("creating the observation directory", &e))
-    };
-    let mut dir = None;
-    let tools = match shared_tools() {
-        Some(t) => t,
-        None => {
-            let d = dir.insert(own_dir()?);
-            let t = d.path().join("tools");
-            fill_tools(&t)?;
-            if !executable_fs(&t) {
-                tracing::warn!(
-                    "the tracer's environment interposer is on a noexec file system ({}): \
-                     environment reads are not recorded (give Warden /run/warden or \
-                     /var/lib/warden on an exec mount)",
-                    t.display()
-                );
+    // The run's own directory, under an ordinary temporary name: the binds from it show their
+    // host path in the jail's mount table.
+    let run = tempfile::Builder::new()
+        .tempdir()
+        .map_err(|e| fail("creating the observation directory", &e))?;
+    let base = run.path().to_path_buf();
+    let local = base.join("lib");
+    let (tools, clock_path) = if executable_fs(&base) {
+        match shared_tools() {
+            Some(shared) => {
+                copy_tools(&shared, &local).map_err(|e| fail("copying the tracer's tools", &e))?
             }
-            t
+            None => {
+                fill_tools(&local)?;
+                std::fs::remove_file(local.join(CLOCK_PLACEHOLDER))
+                    .map_err(|e| fail("writing the run's clock", &e))?;
+            }
         }
+        (local.clone(), local.join(CLOCK_PLACEHOLDER))
+    } else if let Some(shared) = shared_tools() {
+        // The shared folder itself, with the run's clock bound over its placeholder.
+        (shared, base.join(CLOCK_PLACEHOLDER))
+    } else {
+        fill_tools(&local)?;
+        tracing::warn!(
+            "the tracer's environment interposer is on a noexec file system ({}): \
+             environment reads are not recorded (give Warden /run/warden or \
+             /var/lib/warden on an exec mount)",
+            local.display()
+        );
+        (local, base.join(CLOCK_PLACEHOLDER))
     };
+    let loadable = executable_fs(&tools);
     policy.binds.push(Bind {
-        source: tools,
+        source: tools.clone(),
         target: Some(PathBuf::from(TOOLS_MOUNT)),
         writable: false,
     });
-    prepend(
-        policy,
-        "LD_PRELOAD",
-        &format!("{TOOLS_MOUNT}/libwarden_env.so"),
-    );
-    prepend(policy, "PYTHONPATH", &format!("{TOOLS_MOUNT}/python"));
-    // The run's own clock record, over the shared tools' placeholder (bound after them).
+    if loadable {
+        policy.preload = Some(PathBuf::from(interposer_path()));
+    }
     let clock = {
-        let base = match &dir {
-            Some(own) => own.path().to_path_buf(),
-            None => dir.insert(own_dir()?).path().to_path_buf(),
-        };
-        let path = base.join("clock");
-        let clock =
-            super::clock::Clock::create(&path).map_err(|e| fail("writing the run's clock", &e))?;
-        policy.binds.push(Bind {
-            source: path,
-            target: Some(PathBuf::from(warden_trace::clock::FILE_IN_JAIL)),
-            writable: false,
-        });
+        let clock = super::clock::Clock::create(&clock_path)
+            .map_err(|e| fail("writing the run's clock", &e))?;
+        if !clock_path.starts_with(&tools) {
+            // Over the shared tools' placeholder (bound after them).
+            policy.binds.push(Bind {
+                source: clock_path.clone(),
+                target: Some(PathBuf::from(warden_trace::clock::FILE_IN_JAIL)),
+                writable: false,
+            });
+        }
         std::sync::Arc::new(clock)
     };
     let mut home_mount = None;
@@ -257,10 +284,6 @@ pub fn prepare(policy: &mut Policy) -> Result<Option<Observation>, JailError> {
         // The credentials the operator configured are watched too (where the user's data goes
         // with them), before the chamber's own variables join the environment.
         d.watch_configured(policy.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-        let base = match &dir {
-            Some(own) => own.path().to_path_buf(),
-            None => dir.insert(own_dir()?).path().to_path_buf(),
-        };
         let home = base.join("home");
         mkdir(&home, 0o755)?;
         // Its own small tmpfs: the jail may write to its home, but never fill the host's disk.
@@ -315,10 +338,6 @@ pub fn prepare(policy: &mut Policy) -> Result<Option<Observation>, JailError> {
         None
     };
     let authority = if decoys.is_some() && policy.open_tls {
-        let base = match &dir {
-            Some(own) => own.path().to_path_buf(),
-            None => dir.insert(own_dir()?).path().to_path_buf(),
-        };
         match warden_capture::Authority::new() {
             Ok(a) => {
                 trust(policy, &base, a.cert_pem())?;
@@ -334,7 +353,7 @@ pub fn prepare(policy: &mut Policy) -> Result<Option<Observation>, JailError> {
     };
     Ok(Some(Observation {
         home_mount,
-        _dir: dir,
+        _dir: Some(run),
         decoys,
         authority,
         decoy_ids,
@@ -342,17 +361,16 @@ pub fn prepare(policy: &mut Policy) -> Result<Option<Observation>, JailError> {
     }))
 }
 
-/// Where the run's trust files appear inside the jail.
-pub const TRUST_MOUNT: &str = "/.warden-ca";
 /// The system trust bundles of the distributions whose `/etc/ssl` the jail shows.
 const SYSTEM_BUNDLES: [&str; 2] = ["/etc/ssl/certs/ca-certificates.crt", "/etc/ssl/cert.pem"];
 
-/// Make the jail trust the run's authority `pem`: a bundle of the system's roots and it
-/// (bound over the system bundle, and named by `SSL_CERT_FILE`, `REQUESTS_CA_BUNDLE`,
-/// `CURL_CA_BUNDLE`, `GIT_SSL_CAINFO`), and the authority alone for `NODE_EXTRA_CA_CERTS`
-/// (Node adds it to its own store). What the operator set explicitly stays.
+/// Make the jail trust the run's authority `pem`: a bundle of the system's roots and it, bound
+/// over the system bundle (Debian's path when the host has neither) and named by
+/// `SSL_CERT_FILE`, `REQUESTS_CA_BUNDLE`, `CURL_CA_BUNDLE`, `GIT_SSL_CAINFO` and
+/// `NODE_EXTRA_CA_CERTS` (Node adds its certificates to its own store), the variables a
+/// developer behind a company's TLS inspection sets. What the operator set explicitly stays.
 fn trust(policy: &mut Policy, base: &Path, pem: &str) -> Result<(), JailError> {
-    let dir = base.join("trust");
+    let dir = base.join("certs");
     mkdir(&dir, 0o755)?;
     let system = SYSTEM_BUNDLES
         .iter()
@@ -363,38 +381,36 @@ fn trust(policy: &mut Policy, base: &Path, pem: &str) -> Result<(), JailError> {
         bundle.push('\n');
     }
     bundle.push_str(pem);
-    write(&dir.join("ca-certificates.crt"), bundle.as_bytes(), 0o644)?;
-    write(&dir.join("warden-ca.pem"), pem.as_bytes(), 0o644)?;
-    policy.binds.push(Bind {
-        source: dir.clone(),
-        target: Some(PathBuf::from(TRUST_MOUNT)),
-        writable: false,
-    });
-    for system in SYSTEM_BUNDLES {
-        if Path::new(system).is_file() {
-            policy.binds.push(Bind {
-                source: dir.join("ca-certificates.crt"),
-                target: Some(PathBuf::from(system)),
-                writable: false,
-            });
-        }
+    let file = dir.join("ca-certificates.crt");
+    write(&file, bundle.as_bytes(), 0o644)?;
+    let present: Vec<&str> = SYSTEM_BUNDLES
+        .into_iter()
+        .filter(|p| Path::new(p).is_file())
+        .collect();
+    let targets = if present.is_empty() {
+        vec![SYSTEM_BUNDLES[0]]
+    } else {
+        present
+    };
+    for target in &targets {
+        policy.binds.push(Bind {
+            source: file.clone(),
+            target: Some(PathBuf::from(target)),
+            writable: false,
+        });
     }
-    let bundle = format!("{TRUST_MOUNT}/ca-certificates.crt");
     for name in [
         "SSL_CERT_FILE",
         "REQUESTS_CA_BUNDLE",
         "CURL_CA_BUNDLE",
         "GIT_SSL_CAINFO",
+        "NODE_EXTRA_CA_CERTS",
     ] {
         policy
             .env
             .entry(name.into())
-            .or_insert_with(|| bundle.clone());
+            .or_insert_with(|| targets[0].to_owned());
     }
-    policy
-        .env
-        .entry("NODE_EXTRA_CA_CERTS".into())
-        .or_insert_with(|| format!("{TRUST_MOUNT}/warden-ca.pem"));
     Ok(())
 }
 
@@ -422,10 +438,7 @@ mod tests {
     fn tools_are_complete() {
         let d = tempfile::tempdir().unwrap();
         fill_tools(d.path()).unwrap();
-        assert_eq!(
-            std::fs::read(d.path().join("libwarden_env.so")).unwrap(),
-            LIBRARY
-        );
+        assert_eq!(std::fs::read(d.path().join(LIBRARY_NAME)).unwrap(), LIBRARY);
         let hook = std::fs::read_to_string(d.path().join("python/sitecustomize.py")).unwrap();
         assert_eq!(hook, sitecustomize());
         // The interposer opens the clock at the placeholder's place in the jail.
@@ -435,5 +448,15 @@ mod tests {
             format!("{TOOLS_MOUNT}/{CLOCK_PLACEHOLDER}")
         );
         assert_eq!(digest(), digest());
+        // A run's copy keeps the bytecode valid (the same modification times) and leaves the
+        // placeholder to the run's clock; no name in it says Warden.
+        let other = tempfile::tempdir().unwrap();
+        let copy = other.path().join("lib");
+        copy_tools(d.path(), &copy).unwrap();
+        let time = |p: &Path| std::fs::metadata(p).unwrap().modified().unwrap();
+        let py = "python/sitecustomize.py";
+        assert_eq!(time(&d.path().join(py)), time(&copy.join(py)));
+        assert!(!copy.join(CLOCK_PLACEHOLDER).exists());
+        assert!(!format!("{TOOLS_MOUNT}{LIBRARY_NAME}").contains("warden"));
     }
 }

@@ -449,28 +449,34 @@ pub fn the_decoy_home_cannot_fill_the_host_disk() {
 
 #[test]
 pub fn paths_through_wardens_tools_directory_are_still_evidence() {
-    let cmd = "cat /.warden/../home/sandbox/.aws/credentials >/dev/null; /.warden/../usr/bin/true";
-    let (r, ev) = observed(&[], &["sh", "-c", cmd]);
+    let tools = warden_jail::TOOLS_MOUNT;
+    let up = "/..".repeat(tools.matches('/').count());
+    let cmd = format!(
+        "cat {tools}{up}/home/sandbox/.aws/credentials >/dev/null; {tools}{up}/usr/bin/true; \
+         cat /etc/ld.so.preload"
+    );
+    let (r, ev) = observed(&[], &["sh", "-c", &cmd]);
     assert_eq!(r.status, 0, "{r:?}");
     assert!(
         all(&ev, "file.open")
             .iter()
             .any(|e| e["data"]["path"] == "/home/sandbox/.aws/credentials"
-                && e["data"]["raw_path"] == "/.warden/../home/sandbox/.aws/credentials"),
+                && e["data"]["raw_path"] == format!("{tools}{up}/home/sandbox/.aws/credentials")),
         "{ev:?}"
     );
     assert!(
         all(&ev, "process.spawn")
             .iter()
             .any(|e| e["data"]["path"] == "/usr/bin/true"
-                && e["data"]["raw_path"] == "/.warden/../usr/bin/true")
+                && e["data"]["raw_path"] == format!("{tools}{up}/usr/bin/true"))
     );
+    // The jail's own /etc/ld.so.preload names the interposer and nothing else.
+    assert_eq!(r.stdout, format!("{tools}/libldhooks.so\n"));
     // Warden's own loading of the interposer stays out.
-    assert!(
-        !all(&ev, "file.open")
-            .iter()
-            .any(|e| e["data"]["path"] == "/.warden/libwarden_env.so")
-    );
+    assert!(!all(&ev, "file.open").iter().any(|e| {
+        e["data"]["path"] == format!("{tools}/libldhooks.so")
+            || e["data"]["path"] == "/etc/ld.so.preload"
+    }));
 }
 
 #[test]
@@ -628,9 +634,9 @@ pub fn a_link_of_the_programs_own_does_not_hide_what_it_opens() {
     // A link planted in /tmp, and a `..` climbing from a link's target into a link named like
     // Warden's own hook (which the tracer leaves out of the evidence).
     let cmd = "ln -s $HOME/.ssh/id_rsa /tmp/k && cat /tmp/k >/dev/null; \
-               mkdir -p /tmp/x/y /tmp/.warden/python && ln -s /tmp/x/y /tmp/L && \
-               ln -s $HOME/.aws/credentials /tmp/.warden/python/sitecustomize.py && \
-               cat /tmp/L/../../.warden/python/sitecustomize.py >/dev/null; \
+               mkdir -p /tmp/x/y /tmp/var/lib/ldhooks/python && ln -s /tmp/x/y /tmp/L && \
+               ln -s $HOME/.aws/credentials /tmp/var/lib/ldhooks/python/sitecustomize.py && \
+               cat /tmp/L/../../var/lib/ldhooks/python/sitecustomize.py >/dev/null; \
                : > /tmp/t && python3 -c 'import os; os.open(\"/tmp/t\", os.O_RDONLY | os.O_TRUNC)'";
     let (r, ev) = observed(&[], &["sh", "-c", cmd]);
     assert_eq!(r.status, 0, "{r:?}");
@@ -696,4 +702,35 @@ open("k5", "rb").read()
             .unwrap_or_else(|| panic!("{decoy}: {opened:?}"));
         assert_eq!(e["data"]["link_path"], link, "{e}");
     }
+}
+
+#[test]
+pub fn no_variable_names_the_tracers_tools_and_every_python_is_still_observed() {
+    // Python without PYTHONPATH, Python given one, Python under `env -i` (which once lost the
+    // hook with LD_PRELOAD), and the shell: each reads a credential and shows what it sees.
+    let script = r#"
+import os, sys
+seen = open("/proc/self/environ", "rb").read().decode()
+os.environ.get("GITHUB_TOKEN")
+print(sys.argv[1], os.environ.get("PYTHONPATH"), "LD_PRELOAD" in os.environ,
+      "ldhooks" in seen or "PRELOAD" in seen, any("ldhooks" in p for p in sys.path))
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("probe.py"), script).unwrap();
+    let bind = format!("{}:/opt/probe.py", dir.path().join("probe.py").display());
+    let cmd = "python3 /opt/probe.py plain; PYTHONPATH=/opt/lib python3 /opt/probe.py given; \
+               env -i /usr/bin/python3 /opt/probe.py cleared; \
+               cat /proc/self/environ | tr '\\0' '\\n' | grep -c 'PRELOAD\\|PYTHONPATH'";
+    let (r, ev) = observed(&["--ro-bind", &bind], &["sh", "-c", cmd]);
+    assert_eq!(
+        r.stdout,
+        "plain None False False False\ngiven /opt/lib False False False\n\
+         cleared None False False False\n0\n",
+        "{r:?}"
+    );
+    let reads = all(&ev, "env.read")
+        .iter()
+        .filter(|e| e["data"]["name"] == "GITHUB_TOKEN" && e["data"]["via"] == "python")
+        .count();
+    assert_eq!(reads, 3, "each Python's read is recorded: {ev:?}");
 }
