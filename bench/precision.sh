@@ -57,7 +57,10 @@
 #   library, and ios-simulator-mcp, which needs macOS). Placeholder keys and start commands
 #   were read from each server's start-up code before any was run; the two @atlassian-dc-mcp
 #   packages cannot be installed here (a dependency is missing from the registry) and stay
-#   listed.
+#   listed. Measured 2026-12-08 (issue #34, rules unchanged since): 16 of 20 reached a verdict;
+#   2 HIGH or CRITICAL, both on a consequence (@cloudbase/cloudbase-mcp's arguments sent to
+#   Tencent's analytics; @cloudflare/mcp-server-cloudflare's worker_deploy uploading the file it
+#   was named, ~/.ssh/id_rsa, to Cloudflare, arguable), none on a shape. Still unspent.
 #
 # Usage: bench/precision.sh [--half tune|held-out|all] [--before OLD_WARDEN]
 #                           [--time-against OLD_WARDEN] [--only REGEX] [--out DIR]
