@@ -57,6 +57,21 @@ def _warden_install():
     cls.values = lambda self: copy(self).values()
 
 
+def _warden_chain():
+    # The sitecustomize this one shadows runs too, and takes its place in sys.modules (pip's
+    # build isolation puts one of its own on PYTHONPATH; Debian has one in the standard library).
+    import importlib.machinery
+    import importlib.util
+    import sys
+
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", sys.path)
+    if spec is not None and spec.loader is not None:
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["sitecustomize"] = module
+        spec.loader.exec_module(module)
+
+
 _warden_hide()
 _warden_install()
-del _warden_hide, _warden_install
+_warden_chain()
+del _warden_hide, _warden_install, _warden_chain

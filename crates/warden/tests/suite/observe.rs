@@ -715,16 +715,25 @@ os.environ.get("GITHUB_TOKEN")
 print(sys.argv[1], os.environ.get("PYTHONPATH"), "LD_PRELOAD" in os.environ,
       "ldhooks" in seen or "PRELOAD" in seen, any("ldhooks" in p for p in sys.path))
 "#;
+    // The given PYTHONPATH holds a sitecustomize of its own (as pip's build isolation does):
+    // it still runs.
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("probe.py"), script).unwrap();
-    let bind = format!("{}:/opt/probe.py", dir.path().join("probe.py").display());
-    let cmd = "python3 /opt/probe.py plain; PYTHONPATH=/opt/lib python3 /opt/probe.py given; \
-               env -i /usr/bin/python3 /opt/probe.py cleared; \
+    std::fs::create_dir(dir.path().join("lib")).unwrap();
+    std::fs::write(
+        dir.path().join("lib/sitecustomize.py"),
+        "print('chained')\n",
+    )
+    .unwrap();
+    let bind = format!("{}:/opt/probe", dir.path().display());
+    let cmd = "python3 /opt/probe/probe.py plain; \
+               PYTHONPATH=/opt/probe/lib python3 /opt/probe/probe.py given; \
+               env -i /usr/bin/python3 /opt/probe/probe.py cleared; \
                cat /proc/self/environ | tr '\\0' '\\n' | grep -c 'PRELOAD\\|PYTHONPATH'";
     let (r, ev) = observed(&["--ro-bind", &bind], &["sh", "-c", cmd]);
     assert_eq!(
         r.stdout,
-        "plain None False False False\ngiven /opt/lib False False False\n\
+        "plain None False False False\nchained\ngiven /opt/probe/lib False False False\n\
          cleared None False False False\n0\n",
         "{r:?}"
     );
