@@ -45,6 +45,9 @@ pub struct Options {
     /// The start command (program and arguments); with a registry or GitHub target, how to
     /// start the installed package (its programs are on `PATH`).
     pub command: Vec<String>,
+    /// Arguments appended to the start command worked out for a registry or GitHub target (how
+    /// a client's `npx -y PACKAGE ARGS…` starts it); ignored with `command`.
+    pub server_args: Vec<String>,
     /// Extra environment for the server.
     pub env: Vec<(String, String)>,
     /// A host folder mounted read-write at `/workspace` (the server's working directory);
@@ -94,6 +97,7 @@ impl Default for Options {
         Options {
             target: None,
             command: Vec::new(),
+            server_args: Vec::new(),
             env: Vec::new(),
             workspace: None,
             call_timeout: Duration::from_secs(10),

@@ -30,6 +30,9 @@ pub struct Target {
     /// Extra environment for the server.
     #[serde(default)]
     pub env: std::collections::BTreeMap<String, String>,
+    /// Arguments after a registry or GitHub target's own start command (`--server-arg`).
+    #[serde(default)]
+    pub args: Vec<String>,
 }
 
 /// Why a list could not be read.
@@ -63,12 +66,22 @@ impl Target {
             command: None,
             transport: None,
             env: Default::default(),
+            args: Vec::new(),
         }
     }
 
-    /// What identifies it across runs and shards: the spec, then the command.
+    /// What identifies it across runs and shards: the spec (with its arguments), then the
+    /// command.
     pub fn key(&self) -> String {
-        match (&self.target, &self.command) {
+        let spec = self.target.as_ref().map(|t| {
+            let mut s = t.clone();
+            for a in &self.args {
+                s.push(' ');
+                s.push_str(&shell_word(a));
+            }
+            s
+        });
+        match (&spec, &self.command) {
             (Some(t), Some(c)) => format!("{t} :: {c}"),
             (Some(t), None) => t.clone(),
             (None, Some(c)) => format!(":: {c}"),
@@ -126,6 +139,18 @@ impl Target {
         safe.truncate(80);
         let safe = safe.trim_matches(['.', '_']).to_owned();
         format!("{safe}-{:08x}", fnv(key.as_bytes()) & 0xffff_ffff)
+    }
+}
+
+/// `s` as one shell word (quoted when it needs to be).
+fn shell_word(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "@%+=:,./-_".contains(c));
+    if plain {
+        s.to_owned()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
     }
 }
 

@@ -253,6 +253,9 @@ fn judge(
     if let Some(c) = &t.command {
         cmd.args(["--mcp-command", c]);
     }
+    for a in &t.args {
+        cmd.arg(format!("--server-arg={a}"));
+    }
     for (k, v) in &t.env {
         cmd.arg("--env").arg(format!("{k}={v}"));
     }

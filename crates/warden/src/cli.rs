@@ -30,6 +30,56 @@ pub enum Command {
     Scan(ScanArgs),
     /// Detonate every target of a list, N at once, with resume, shards and a merged summary.
     Sweep(SweepArgs),
+    /// Judge every MCP server this machine's agent clients are configured with (Claude,
+    /// Cursor, Windsurf, VS Code, Continue, Zed, Gemini CLI, Codex), each in the chamber,
+    /// never on the host; pin their tools and report what changed since.
+    Audit(AuditArgs),
+}
+
+/// `warden audit [--config FILE]... [OPTIONS] [-- DETONATE-OPTIONS...]`.
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// Read exactly these configuration files (repeatable) instead of looking in the home and
+    /// the project; each is read by its name (`.cursor/mcp.json`, `.codex/config.toml`…), else
+    /// as a file of `mcpServers`.
+    #[arg(long = "config", value_name = "FILE")]
+    pub configs: Vec<PathBuf>,
+    /// The home folder whose clients are audited (default: $HOME).
+    #[arg(long, value_name = "DIR")]
+    pub home: Option<PathBuf>,
+    /// The project whose own configurations (.mcp.json, .vscode/mcp.json, .cursor/mcp.json…)
+    /// are audited too (default: the current folder).
+    #[arg(long, value_name = "DIR")]
+    pub project: Option<PathBuf>,
+    /// Report format: a table, JSON (warden.audit/v1, with each server's whole report),
+    /// SARIF 2.1.0 (one run per server) or one HTML page.
+    #[arg(long, value_name = "FORMAT", default_value = "table", value_parser = ["table", "json", "sarif", "html"])]
+    pub output: String,
+    /// Write the report here instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Exit with status 1 when a server's verdict reaches this severity.
+    #[arg(long, value_name = "SEVERITY", value_parser = ["low", "medium", "high", "critical"])]
+    pub fail_on: Option<String>,
+    /// Detonations at once (default: the CPU count, as memory allows).
+    #[arg(long, value_name = "N")]
+    pub jobs: Option<usize>,
+    /// The pins file (default: $XDG_STATE_HOME/warden/pins.json, else
+    /// ~/.local/state/warden/pins.json).
+    #[arg(long, value_name = "FILE")]
+    pub pins: Option<PathBuf>,
+    /// Accept what changed: pin every server's tools as they are now.
+    #[arg(long)]
+    pub update_pins: bool,
+    /// Keep the detonations' reports and results in this folder (a sweep's layout).
+    #[arg(long, value_name = "DIR")]
+    pub keep: Option<PathBuf>,
+    /// Kill a detonation still running after this long (its own budgets end it first).
+    #[arg(long, value_name = "DURATION", default_value = "20m")]
+    pub target_timeout: String,
+    /// Options for every `warden detonate` (after `--`).
+    #[arg(last = true, value_name = "DETONATE-OPTIONS")]
+    pub detonate: Vec<String>,
 }
 
 /// `warden sweep LIST --out DIR [...] [-- DETONATE-OPTIONS...]`, or `warden sweep merge`.
@@ -129,6 +179,10 @@ pub struct DetonateArgs {
     /// is the program).
     #[arg(long = "mcp-arg", value_name = "ARG", allow_hyphen_values = true)]
     pub mcp_args: Vec<String>,
+    /// With an npm:, pypi: or github: TARGET and no --mcp-command: one more argument after
+    /// the package's own start command (repeatable), as `npx -y PACKAGE ARG…` passes it.
+    #[arg(long = "server-arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub server_args: Vec<String>,
     /// Report format: a terminal timeline, JSON (warden.report/v1), SARIF 2.1.0, or one
     /// self-contained HTML page.
     #[arg(long, value_name = "FORMAT", default_value = "timeline", value_parser = ["timeline", "json", "sarif", "html"])]

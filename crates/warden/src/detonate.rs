@@ -104,6 +104,12 @@ fn detonate(args: &DetonateArgs) -> Result<Gate> {
              with npm:, pypi: and github: targets: how to start the installed package)"
         );
     }
+    if !args.server_args.is_empty() && (!fetched || !command.is_empty()) {
+        bail!(
+            "--server-arg goes with an npm:, pypi: or github: TARGET started by its own command \
+             (with --mcp-command, put the arguments there)"
+        );
+    }
     let duration = |t: &str, flag: &str| {
         parse_duration(t).with_context(|| format!("{flag}: not a duration: {t:?}"))
     };
@@ -169,6 +175,7 @@ fn detonate(args: &DetonateArgs) -> Result<Gate> {
     let options = warden_detonate::Options {
         target: args.target.clone(),
         command,
+        server_args: args.server_args.clone(),
         env,
         workspace: args
             .workspace

@@ -5,6 +5,7 @@
 
 #![forbid(unsafe_code)]
 
+mod audit;
 mod cli;
 mod detonate;
 mod emit;
@@ -58,6 +59,7 @@ fn main() -> ExitCode {
             | cli::Command::Serve(_)
             | cli::Command::Detonate(_)
             | cli::Command::Sweep(_)
+            | cli::Command::Audit(_)
     ) {
         let how = &warden_jail::arrange_cgroups().how;
         tracing::debug!(cgroup_v2 = %how, "cgroup delegation");
@@ -69,5 +71,6 @@ fn main() -> ExitCode {
         cli::Command::Rules(args) => rules::main(args),
         cli::Command::Scan(args) => scan::main(args),
         cli::Command::Sweep(args) => sweep::main(args),
+        cli::Command::Audit(args) => audit::main(args),
     }
 }

@@ -50,7 +50,10 @@ pub fn start(options: &Options, source: &Source, install: &Install) -> Result<St
             let display = options.target.clone().unwrap_or_default();
             if options.command.is_empty() {
                 let argv = match (&blocked, f.entry.argv(f.workspace.path())) {
-                    (None, Ok(argv)) => argv,
+                    (None, Ok(mut argv)) => {
+                        argv.extend(options.server_args.iter().cloned());
+                        argv
+                    }
                     (Some(_), _) => Vec::new(),
                     (None, Err(e)) if install.ran => {
                         blocked = Some(Inconclusive::new(Stage::Install, format!("{e:#}")));

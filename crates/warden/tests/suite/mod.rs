@@ -1,3 +1,4 @@
+mod audit;
 mod blockers;
 mod boundary;
 mod common;
