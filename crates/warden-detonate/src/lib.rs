@@ -26,6 +26,7 @@ pub mod probe;
 pub mod report;
 pub mod secrets;
 pub mod target;
+pub mod wrap;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

@@ -30,10 +30,47 @@ pub enum Command {
     Scan(ScanArgs),
     /// Detonate every target of a list, N at once, with resume, shards and a merged summary.
     Sweep(SweepArgs),
+    /// Run one MCP server for a real client inside the sandbox, for as long as the client keeps
+    /// it: stdio passed through, decoys and the tracer on, findings judged live and acted on.
+    Wrap(WrapArgs),
     /// Judge every MCP server this machine's agent clients are configured with (Claude,
     /// Cursor, Windsurf, VS Code, Continue, Zed, Gemini CLI, Codex), each in the chamber,
     /// never on the host; pin their tools and report what changed since.
     Audit(AuditArgs),
+}
+
+/// `warden wrap [OPTIONS] -- CMD [ARGS...]`.
+#[derive(Debug, Args)]
+pub struct WrapArgs {
+    /// What a finding does, from a severity on: SEVERITY=ACTION, ACTION one of `block` (the
+    /// call it came from is answered with an error; the server lives), `kill` (the same, then
+    /// the server ends) or `alert` (reported only).
+    #[arg(
+        long = "on",
+        value_name = "SEVERITY=ACTION",
+        default_value = "high=block"
+    )]
+    pub on: String,
+    /// The audit log, JSON lines, appended (default: $XDG_STATE_HOME/warden/wrap.jsonl, else
+    /// ~/.local/state/warden/wrap.jsonl).
+    #[arg(long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
+    /// A host folder mounted read-write at /workspace, the server's working directory.
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// Let the server reach this host name for real (repeatable; `api.github.com`,
+    /// `*.example.org`); everything else lands on the capture sink.
+    #[arg(long, value_name = "HOST[:PORT]")]
+    pub egress: Vec<String>,
+    /// Extra environment variable for the server (K=V, repeatable).
+    #[arg(long, value_name = "K=V")]
+    pub env: Vec<String>,
+    /// A directory of YAML rules that override (by id) and extend the built-in rules.
+    #[arg(long, value_name = "DIR")]
+    pub rules: Vec<PathBuf>,
+    /// The server's start command.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<String>,
 }
 
 /// `warden audit [--config FILE]... [OPTIONS] [-- DETONATE-OPTIONS...]`.

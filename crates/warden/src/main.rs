@@ -14,6 +14,7 @@ mod run;
 mod scan;
 mod serve;
 mod sweep;
+mod wrap;
 
 use std::process::ExitCode;
 
@@ -60,6 +61,7 @@ fn main() -> ExitCode {
             | cli::Command::Detonate(_)
             | cli::Command::Sweep(_)
             | cli::Command::Audit(_)
+            | cli::Command::Wrap(_)
     ) {
         let how = &warden_jail::arrange_cgroups().how;
         tracing::debug!(cgroup_v2 = %how, "cgroup delegation");
@@ -72,5 +74,6 @@ fn main() -> ExitCode {
         cli::Command::Scan(args) => scan::main(args),
         cli::Command::Sweep(args) => sweep::main(args),
         cli::Command::Audit(args) => audit::main(args),
+        cli::Command::Wrap(args) => wrap::main(args),
     }
 }

@@ -23,3 +23,4 @@ mod sweep;
 mod trace;
 mod warm;
 mod web;
+mod wrap;
