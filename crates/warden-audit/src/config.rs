@@ -69,14 +69,22 @@ pub fn read(path: &Path, place: &Place) -> Result<Vec<Entry>, ConfigError> {
         path: path.to_owned(),
         why,
     };
-    let meta = std::fs::metadata(path).map_err(|e| unreadable(e.to_string()))?;
-    if meta.len() > MAX_BYTES {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| unreadable(e.to_string()))?;
+    let meta = file.metadata().map_err(|e| unreadable(e.to_string()))?;
+    if !meta.is_file() {
+        return Err(unreadable("not a regular file".into()));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| unreadable(e.to_string()))?;
+    if bytes.len() as u64 > MAX_BYTES {
         return Err(unreadable(format!(
-            "{} bytes, more than the {MAX_BYTES} a configuration may have",
-            meta.len()
+            "more than the {MAX_BYTES} bytes a configuration may have"
         )));
     }
-    let text = std::fs::read_to_string(path).map_err(|e| unreadable(e.to_string()))?;
+    let text = String::from_utf8(bytes).map_err(|_| unreadable("not UTF-8".into()))?;
     parse(&text, place, path)
 }
 
@@ -87,13 +95,30 @@ pub fn parse(text: &str, place: &Place, path: &Path) -> Result<Vec<Entry>, Confi
         client: place.client.to_owned(),
         why,
     };
+    // A parser's message may quote the line it stopped at, which may hold a key: only where.
+    let line_of = |offset: usize| text[..offset.min(text.len())].matches('\n').count() + 1;
     let doc: Value = match place.format {
-        Format::ContinueYaml => {
-            serde_norway::from_str(text).map_err(|e| malformed(e.to_string()))?
-        }
-        Format::CodexToml => toml::from_str(text).map_err(|e| malformed(e.to_string()))?,
+        Format::ContinueYaml => serde_norway::from_str(text).map_err(|e| {
+            malformed(match e.location() {
+                Some(l) => format!("YAML that does not parse (line {})", l.line()),
+                None => "YAML that does not parse".into(),
+            })
+        })?,
+        Format::CodexToml => toml::from_str(text).map_err(|e| {
+            malformed(match e.span() {
+                Some(span) => format!("TOML that does not parse (line {})", line_of(span.start)),
+                None => "TOML that does not parse".into(),
+            })
+        })?,
         _ if text.trim().is_empty() => Value::Null,
-        _ => json5::from_str(text).map_err(|e| malformed(e.to_string()))?,
+        _ => json5::from_str(text).map_err(|e| {
+            malformed(match e {
+                json5::Error::Message {
+                    location: Some(l), ..
+                } => format!("JSON that does not parse (line {})", l.line),
+                json5::Error::Message { .. } => "JSON that does not parse".into(),
+            })
+        })?,
     };
     let mut out = Vec::new();
     let mut add = |name: String, server: &Value| {
@@ -259,6 +284,14 @@ mod tests {
         let place = place_of(Path::new("/h/.cursor/mcp.json"));
         let err = parse("{ nope", &place, Path::new("/h/.cursor/mcp.json")).unwrap_err();
         assert!(err.to_string().contains("/h/.cursor/mcp.json"), "{err}");
+        // The message says where, never what: the line may hold a key.
+        let codex = place_of(Path::new("/h/.codex/config.toml"));
+        let broken = "[mcp_servers.a]\nenv = { K = \"sk-secret-value\" \n";
+        let err = parse(broken, &codex, Path::new("/h/.codex/config.toml")).unwrap_err();
+        assert!(!err.to_string().contains("sk-secret"), "{err}");
+        let broken = "{\"mcpServers\": {\"a\": {\"env\": {\"K\": \"sk-secret-value\" oops}}}}";
+        let err = parse(broken, &place, Path::new("/h/.cursor/mcp.json")).unwrap_err();
+        assert!(!err.to_string().contains("sk-secret"), "{err}");
         assert!(
             parse("", &place, Path::new("/h/.cursor/mcp.json"))
                 .unwrap()

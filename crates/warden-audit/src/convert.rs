@@ -13,10 +13,99 @@ use crate::config::Entry;
 /// What the audit does with one entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Plan {
-    /// Detonate this.
-    Judge(warden_sweep::Target),
+    /// Detonate this; `shown` is how the report names it (credentials in the arguments as
+    /// `<redacted>`: the target itself carries values of the chamber's own in their place).
+    Judge {
+        /// The detonation.
+        target: warden_sweep::Target,
+        /// Its name in the report and the pins.
+        shown: String,
+    },
     /// Not judged, and why.
     Skip(String),
+}
+
+/// Variables the chamber sets itself: an entry cannot replace them (it would only keep its
+/// server from starting, or point the interpreter elsewhere).
+const CHAMBER_OWNED: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "TMPDIR",
+    "PWD",
+    "NODE_OPTIONS",
+    "NODE_PATH",
+    "NODE_EXTRA_CA_CERTS",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "GIT_SSL_CAINFO",
+];
+
+/// Whether an entry may name the variable `k` for its server: a plain name the chamber does
+/// not set itself.
+fn passable(k: &str) -> bool {
+    let plain = k.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    plain
+        && !CHAMBER_OWNED.contains(&k)
+        && !["LD_", "PYTHON", "SSL_"].iter().any(|p| k.starts_with(p))
+}
+
+/// Whether an argument's flag names a credential (`--api-key`, `--token=…`, `-password`).
+fn secret_flag(flag: &str) -> bool {
+    let f = flag.trim_start_matches('-').to_ascii_lowercase();
+    flag.starts_with('-')
+        && [
+            "key",
+            "token",
+            "secret",
+            "password",
+            "passwd",
+            "auth",
+            "credential",
+        ]
+        .iter()
+        .any(|w| f.contains(w))
+}
+
+/// `args` with credentials replaced: a URL's password, a credential flag's value. Returns the
+/// arguments for the chamber (values of its own) and for the report (`<redacted>`).
+fn redact(args: &[String]) -> (Vec<String>, Vec<String>) {
+    let mut real = Vec::new();
+    let mut shown = Vec::new();
+    let mut next_secret = false;
+    for a in args {
+        if next_secret {
+            next_secret = false;
+            real.push(placeholder());
+            shown.push("<redacted>".into());
+            continue;
+        }
+        if let Some((flag, _)) = a.split_once('=')
+            && secret_flag(flag)
+        {
+            real.push(format!("{flag}={}", placeholder()));
+            shown.push(format!("{flag}=<redacted>"));
+            continue;
+        }
+        if secret_flag(a) {
+            next_secret = true;
+        }
+        // scheme://user:password@host…
+        if let Some(i) = a.find("://")
+            && let Some(at) = a[i + 3..].find('@').map(|j| i + 3 + j)
+            && let Some(colon) = a[i + 3..at].find(':').map(|j| i + 3 + j)
+        {
+            real.push(format!("{}{}{}", &a[..=colon], placeholder(), &a[at..]));
+            shown.push(format!("{}<redacted>{}", &a[..=colon], &a[at..]));
+            continue;
+        }
+        real.push(a.clone());
+        shown.push(a.clone());
+    }
+    (real, shown)
 }
 
 /// The plan for `e`.
@@ -33,7 +122,7 @@ pub fn plan(e: &Entry) -> Plan {
         return Plan::Skip("the entry names no command and no URL".into());
     };
     // A client that takes the whole line in `command` ("npx -y pkg"): split it as a shell would.
-    let mut argv: Vec<String> = if e.args.is_empty() && program.contains(' ') {
+    let argv: Vec<String> = if e.args.is_empty() && program.contains(' ') {
         shlex::split(program).unwrap_or_else(|| vec![program.to_owned()])
     } else {
         std::iter::once(program.to_owned())
@@ -43,6 +132,7 @@ pub fn plan(e: &Entry) -> Plan {
     if argv.is_empty() {
         return Plan::Skip("the entry's command is empty".into());
     }
+    let (mut argv, shown_argv) = redact(&argv);
     let base = argv[0].rsplit('/').next().unwrap_or_default().to_owned();
     let rest: Vec<String> = argv.split_off(1);
     let target = match base.as_str() {
@@ -69,6 +159,7 @@ pub fn plan(e: &Entry) -> Plan {
     let env = e
         .env_names
         .iter()
+        .filter(|k| passable(k))
         .map(|k| (k.clone(), placeholder()))
         .collect();
     let t = match target {
@@ -100,7 +191,39 @@ pub fn plan(e: &Entry) -> Plan {
             args: Vec::new(),
         },
     };
-    Plan::Judge(t)
+    let shown = match (&t.target, &t.command) {
+        (Some(spec), None) => std::iter::once(spec.clone())
+            .chain(
+                shown_argv
+                    .iter()
+                    .skip(shown_argv.len() - t.args.len())
+                    .map(|a| quote(a)),
+            )
+            .collect::<Vec<_>>()
+            .join(" "),
+        (Some(spec), Some(_)) => format!(
+            "{spec} :: {}",
+            shown_argv[shown_argv.len() - rest_len(&t)..]
+                .iter()
+                .map(|a| quote(a))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
+        _ => shown_argv
+            .iter()
+            .map(|a| quote(a))
+            .collect::<Vec<_>>()
+            .join(" "),
+    };
+    Plan::Judge { target: t, shown }
+}
+
+/// How many words the start command of a `--from` target has.
+fn rest_len(t: &warden_sweep::Target) -> usize {
+    t.command
+        .as_deref()
+        .and_then(shlex::split)
+        .map_or(0, |w| w.len())
 }
 
 /// What a package runner's arguments name.
@@ -205,7 +328,7 @@ mod tests {
 
     fn judged(command: &str, args: &[&str]) -> warden_sweep::Target {
         match plan(&entry(command, args)) {
-            Plan::Judge(t) => t,
+            Plan::Judge { target, .. } => target,
             Plan::Skip(why) => panic!("{why}"),
         }
     }
@@ -262,6 +385,39 @@ mod tests {
         // The variable is named with a value of the chamber's own.
         assert_eq!(t.env.keys().collect::<Vec<_>>(), ["API_KEY"]);
         assert_eq!(t.env["API_KEY"].len(), 40);
+    }
+
+    #[test]
+    fn credentials_in_arguments_and_owned_variables_never_reach_the_chamber() {
+        let mut e = entry(
+            "npx",
+            &[
+                "-y",
+                "@x/pg",
+                "postgresql://app:hunter2@db:5432/x",
+                "--api-key",
+                "sk-live-1",
+                "--token=t0k",
+            ],
+        );
+        e.env_names = vec![
+            "PATH".into(),
+            "LD_PRELOAD".into(),
+            "-x".into(),
+            "GH_TOKEN".into(),
+        ];
+        let Plan::Judge { target, shown } = plan(&e) else {
+            panic!()
+        };
+        let all = format!("{target:?} {shown}");
+        for secret in ["hunter2", "sk-live-1", "t0k"] {
+            assert!(!all.contains(secret), "{all}");
+        }
+        assert_eq!(
+            shown,
+            "npm:@x/pg 'postgresql://app:<redacted>@db:5432/x' --api-key '<redacted>' '--token=<redacted>'"
+        );
+        assert_eq!(target.env.keys().collect::<Vec<_>>(), ["GH_TOKEN"]);
     }
 
     #[test]

@@ -109,17 +109,15 @@ pub fn save(path: &Path, pins: &Pins) -> Result<(), PinError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(|e| io(e.to_string()))?;
     let text = serde_json::to_string_pretty(pins).map_err(|e| io(e.to_string()))?;
-    let tmp = dir.join(format!(
-        ".{}.{}.tmp",
-        path.file_name()
-            .map_or_else(|| "pins".into(), |n| n.to_string_lossy().into_owned()),
-        std::process::id()
-    ));
-    std::fs::write(&tmp, text).map_err(|e| io(e.to_string()))?;
-    std::fs::rename(&tmp, path).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        io(e.to_string())
-    })
+    // A new file of its own beside the pins (never one that exists, never through a link),
+    // renamed over them.
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".pins-")
+        .tempfile_in(dir)
+        .map_err(|e| io(e.to_string()))?;
+    std::io::Write::write_all(&mut tmp, text.as_bytes()).map_err(|e| io(e.to_string()))?;
+    tmp.persist(path).map_err(|e| io(e.error.to_string()))?;
+    Ok(())
 }
 
 /// `v` with every object's keys sorted.

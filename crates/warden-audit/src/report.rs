@@ -109,9 +109,15 @@ pub fn reaches(verdict: &str, level: &str) -> bool {
 }
 
 impl Audit {
-    /// Whether any server's verdict reaches `level`.
+    /// Whether the audit fails a `--fail-on level` gate: a server's verdict reaches `level`, a
+    /// server meant to be judged was not (`ERROR`, `INCONCLUSIVE`: a gate never passes on what
+    /// it could not see), or a server's tools changed since its pins and were not accepted.
     pub fn fails(&self, level: &str) -> bool {
-        self.servers.iter().any(|s| reaches(&s.verdict, level))
+        self.servers.iter().any(|s| {
+            reaches(&s.verdict, level)
+                || matches!(s.verdict.as_str(), "ERROR" | "INCONCLUSIVE")
+                || s.pins.as_ref().is_some_and(|p| p.status == "changed")
+        })
     }
 
     /// The terminal table.
@@ -213,8 +219,13 @@ impl Audit {
 }
 
 fn clip(s: &str, n: usize) -> String {
+    // Names and targets come from the configuration: no control character reaches a terminal.
+    let s: String = s
+        .chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect();
     if s.chars().count() <= n {
-        s.to_owned()
+        s
     } else {
         let mut t: String = s.chars().take(n.saturating_sub(1)).collect();
         t.push('…');

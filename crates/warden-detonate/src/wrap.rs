@@ -17,7 +17,8 @@
 //! logged, and `kill` still ends the server).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -66,6 +67,35 @@ pub struct WrapOptions {
 
 /// The JSON-RPC error code of a call Warden answered instead of the server.
 pub const BLOCKED_CODE: i64 = -32001;
+/// The longest line either side may send; a longer one ends the session (the server is
+/// killed): the host process holds each line whole.
+pub const MAX_LINE: usize = 16 << 20;
+/// How long the server may live on after the client closed its stdin.
+pub const AFTER_CLIENT: Duration = Duration::from_secs(5);
+
+/// A JSON-RPC id as clients compare it: a number whatever its spelling (`7`, `7.0`, `"7"`, as
+/// the TypeScript SDK's `Number(id)` takes it), else the string.
+fn id_key(id: &Value) -> Option<String> {
+    let number = match id {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s.trim().parse::<f64>().ok(),
+        _ => return None,
+    };
+    match number {
+        Some(n) if n.is_finite() => Some(format!("n:{n}")),
+        _ => id.as_str().map(|s| format!("s:{s}")),
+    }
+}
+
+/// Read one line (up to [`MAX_LINE`]); `None` at the end or past the limit.
+fn read_line(r: &mut impl BufRead, line: &mut Vec<u8>) -> Option<()> {
+    line.clear();
+    match r.take(MAX_LINE as u64 + 1).read_until(b'\n', line) {
+        Ok(0) | Err(_) => None,
+        Ok(_) if line.len() > MAX_LINE => None,
+        Ok(_) => Some(()),
+    }
+}
 
 struct Log(Mutex<std::fs::File>);
 
@@ -176,6 +206,7 @@ pub fn wrap(jail: &Jail, o: &WrapOptions) -> Result<i32> {
         std::fs::OpenOptions::new()
             .create(true)
             .append(true)
+            .mode(0o600)
             .open(&o.log)
             .with_context(|| format!("the audit log {}", o.log.display()))?,
     )));
@@ -196,9 +227,9 @@ pub fn wrap(jail: &Jail, o: &WrapOptions) -> Result<i32> {
         });
     }
     let state = Arc::new(Mutex::new(Judge::default()));
-    // JSON-RPC id (as JSON text) of each tool call in flight, with the id of its own event
+    // Each request in flight by its id ([`id_key`]); for a tool call, the id of its own event
     // (what happened after it is what the call did).
-    let pending: Arc<Mutex<BTreeMap<String, u64>>> = Arc::default();
+    let pending: Arc<Mutex<BTreeMap<String, Option<u64>>>> = Arc::default();
     let killed = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let out = Arc::new(Mutex::new(std::io::stdout()));
 
@@ -210,13 +241,19 @@ pub fn wrap(jail: &Jail, o: &WrapOptions) -> Result<i32> {
             let stdin = std::io::stdin();
             let mut lines = stdin.lock();
             let mut line = Vec::new();
-            loop {
-                line.clear();
-                match lines.read_until(b'\n', &mut line) {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {}
+            while read_line(&mut lines, &mut line).is_some() {
+                let msg = serde_json::from_slice::<Value>(&line).ok();
+                // Every request the client makes is awaited: an answer to none is not let
+                // through (a server cannot answer under an id the client never used).
+                if let Some(m) = &msg
+                    && m.get("method").is_some()
+                    && let Some(key) = id_key(&m["id"])
+                    && m["method"] != "tools/call"
+                    && let Ok(mut p) = pending.lock()
+                {
+                    p.insert(key, None);
                 }
-                if let Ok(msg) = serde_json::from_slice::<Value>(&line)
+                if let Some(msg) = msg
                     && msg["method"] == "tools/call"
                 {
                     let tool = msg["params"]["name"].as_str().unwrap_or("").to_owned();
@@ -230,8 +267,8 @@ pub fn wrap(jail: &Jail, o: &WrapOptions) -> Result<i32> {
                         if let Ok(mut s) = state.lock() {
                             s.windows.insert(format!("tool_call:{id}"), tool.clone());
                         }
-                        if let Ok(mut p) = pending.lock() {
-                            p.insert(msg["id"].to_string(), id);
+                        if let (Ok(mut p), Some(key)) = (pending.lock(), id_key(&msg["id"])) {
+                            p.insert(key, Some(id));
                         }
                     }
                     log.write(json!({ "kind": "tool_call", "id": msg["id"], "tool": tool }));
@@ -275,19 +312,61 @@ pub fn wrap(jail: &Jail, o: &WrapOptions) -> Result<i32> {
     // The server's side: an answer to a call is judged before it goes out.
     let mut reader = BufReader::new(server_out);
     let mut line = Vec::new();
-    loop {
-        line.clear();
-        match reader.read_until(b'\n', &mut line) {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
+    // The run's canaries come with its first events: wait for them (a run without decoys has
+    // none, and then nothing is searched).
+    let mut planted = link.canaries();
+    for _ in 0..500 {
+        if !planted.is_empty() {
+            break;
         }
+        std::thread::sleep(Duration::from_millis(10));
+        planted = link.canaries();
+    }
+    let secrets = crate::harness::secrets_of(planted);
+    while read_line(&mut reader, &mut line).is_some() {
         let msg = serde_json::from_slice::<Value>(&line).ok();
-        let answered = msg
-            .as_ref()
-            .filter(|m| m.get("method").is_none())
-            .and_then(|m| pending.lock().ok()?.remove(&m["id"].to_string()));
+        // What the model will read: a planted secret in it is a sighting, as in a detonation.
+        let hits = secrets.find(&line);
+        for hit in &hits {
+            let _ = link.record(
+                EventKind::CanarySeen,
+                json!({ "planted": hit.planted, "encoding": hit.encoding, "where": "output", "to": "the client" }),
+            );
+        }
+        let is_answer = match &msg {
+            Some(Value::Object(m)) => !m.contains_key("method"),
+            // A batch (no longer in MCP) or a line that is not JSON: not an answer to a call.
+            _ => false,
+        };
+        if !hits.is_empty() && !is_answer && o.on != Action::Alert {
+            // A notification or request of the server's own that carries a secret: not passed.
+            log.write(json!({ "kind": "action", "action": "drop", "why": "a planted secret in a message of the server's own" }));
+            continue;
+        }
+        let answered = if is_answer {
+            let found = msg
+                .as_ref()
+                .and_then(|m| id_key(&m["id"]))
+                .and_then(|k| pending.lock().ok()?.remove(&k));
+            match found {
+                Some(a) => Some(a),
+                None => {
+                    // An answer to no request the client made: dropped.
+                    log.write(json!({ "kind": "dropped", "why": "an answer to no request in flight", "id": msg.as_ref().map(|m| m["id"].clone()) }));
+                    continue;
+                }
+            }
+        } else {
+            None
+        };
         let mut forward = line.clone();
-        if let Some(since) = answered {
+        let since = match answered {
+            Some(Some(since)) => Some(since),
+            // An answer to another request that hands the model a secret is judged too.
+            Some(None) if !hits.is_empty() => Some(0),
+            _ => None,
+        };
+        if let Some(since) = since {
             // Everything the call did is in once the window is closed (the tracer answers in
             // order). A finding at the policy's severity with evidence from this call acts on
             // it, however often the same finding was seen before.

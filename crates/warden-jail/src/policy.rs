@@ -353,10 +353,14 @@ fn check_target(target: &Path) -> Result<(), PolicyError> {
     if !normal {
         return Err(PolicyError::BadTarget(target.to_owned()));
     }
-    let reserved = RESERVED.iter().any(|r| {
-        let r = Path::new(r);
-        target == r || (r != Path::new("/") && target.starts_with(r))
-    });
+    // The tracer's tools folder, and any folder above it (a mount there would cover it).
+    let tools = Path::new(crate::trace::prepare::TOOLS_MOUNT);
+    let reserved = tools.starts_with(target) || target.starts_with(tools);
+    let reserved = reserved
+        || RESERVED.iter().any(|r| {
+            let r = Path::new(r);
+            target == r || (r != Path::new("/") && target.starts_with(r))
+        });
     if reserved || target == Path::new(WORKSPACE_MOUNT) {
         return Err(PolicyError::ReservedTarget(target.to_owned()));
     }

@@ -257,7 +257,8 @@ fn judge(
         cmd.arg(format!("--server-arg={a}"));
     }
     for (k, v) in &t.env {
-        cmd.arg("--env").arg(format!("{k}={v}"));
+        // One word, so a name that starts with `-` cannot be read as a flag.
+        cmd.arg(format!("--env={k}={v}"));
     }
     cmd.args(["--output", "json", "--allow-inconclusive", "--out"])
         .arg(&part);

@@ -10,6 +10,7 @@
  * interpreter started with -E, -I or -S would not load the hook and so could not take the
  * folder out: it is left alone. */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,9 +20,12 @@
 
 extern char **environ;
 
-/* Whether this process's executable is named python* (a virtual environment's `python` is a
- * link the kernel resolves to the real interpreter). */
+/* Whether this process is a Python interpreter: its program exports CPython's entry point (a
+ * copy under any name, an embedding), or its executable is named python* (a virtual
+ * environment's `python` is a link the kernel resolves to the real interpreter). */
 static int is_python(void) {
+    if (dlsym(RTLD_DEFAULT, "Py_BytesMain") || dlsym(RTLD_DEFAULT, "Py_Initialize"))
+        return 1;
     char exe[4096];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n <= 0)
@@ -79,7 +83,8 @@ __attribute__((constructor)) static void warden_python_init(int argc, char **arg
         const char *old = pythonpath();
         if (!old || !*old) {
             setenv("PYTHONPATH", hook, 1);
-        } else if (strncmp(old, hook, strlen(hook)) != 0) {
+        } else if (!(strncmp(old, hook, strlen(hook)) == 0 &&
+                     (old[strlen(hook)] == 0 || old[strlen(hook)] == ':'))) {
             size_t len = strlen(hook) + 1 + strlen(old) + 1;
             char *value = malloc(len);
             if (value) {

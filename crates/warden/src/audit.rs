@@ -47,7 +47,7 @@ fn audit(args: &AuditArgs) -> Result<bool> {
     // One detonation per distinct target, however many clients list it.
     let mut targets: Vec<warden_sweep::Target> = Vec::new();
     for p in &plans {
-        if let Plan::Judge(t) = p
+        if let Plan::Judge { target: t, .. } = p
             && !targets.iter().any(|o| o.key() == t.key())
         {
             targets.push(t.clone());
@@ -74,7 +74,8 @@ fn audit(args: &AuditArgs) -> Result<bool> {
             exe: std::env::current_exe().context("the warden binary")?,
             out: out.clone(),
             jobs: args.jobs.unwrap_or(cores).clamp(1, 64),
-            resume: true,
+            // Never results of an earlier audit: a package's latest may have changed since.
+            resume: false,
             detonate_args: args.detonate.clone(),
             formats: vec!["sarif".into()],
             target_timeout: target_timeout.max(Duration::from_secs(1)),
@@ -107,8 +108,8 @@ fn audit(args: &AuditArgs) -> Result<bool> {
         };
         match p {
             Plan::Skip(why) => s.why = Some(why.clone()),
-            Plan::Judge(t) => {
-                s.target = Some(t.key());
+            Plan::Judge { target: t, shown } => {
+                s.target = Some(shown.clone());
                 let outcome = outcomes.get(&t.key());
                 s.verdict = outcome.map_or_else(|| "ERROR".into(), |o| o.verdict.clone());
                 s.score = outcome.map_or(0, |o| o.score);
@@ -130,7 +131,7 @@ fn audit(args: &AuditArgs) -> Result<bool> {
                     let state = match pinned.servers.get(&key) {
                         None => ("new", Vec::new()),
                         Some(old) => {
-                            let changes = pins::compare(old, &t.key(), &tools);
+                            let changes = pins::compare(old, shown, &tools);
                             match (changes.is_empty(), args.update_pins) {
                                 (true, _) => ("unchanged", changes),
                                 (false, false) => ("changed", changes),
@@ -142,7 +143,7 @@ fn audit(args: &AuditArgs) -> Result<bool> {
                         pinned.servers.insert(
                             key,
                             Pinned {
-                                target: t.key(),
+                                target: shown.clone(),
                                 tools,
                             },
                         );

@@ -180,7 +180,7 @@ pub fn sha256(text: &str) -> String {
 
 /// The planted secrets the harness looks for in what the model reads: every canary but the
 /// argument canary (the user's own text, which a tool may rightly give back).
-fn secrets_of(planted: Vec<warden_trace::Canary>) -> warden_trace::Canaries {
+pub(crate) fn secrets_of(planted: Vec<warden_trace::Canary>) -> warden_trace::Canaries {
     warden_trace::Canaries::new(
         planted
             .into_iter()

@@ -94,6 +94,9 @@ struct Task {
     /// runtime's worker threads is attributed to the process that exec'd.
     process: Option<i32>,
     tgid: i32,
+    /// The loader's opens of `/etc/ld.so.preload` and the interposer left out of the evidence
+    /// since this task's last exec (two: the loader's; any later one is the program's).
+    loader_opens: u8,
 }
 
 thread_local! {
@@ -685,6 +688,7 @@ impl Tracer {
                 inner,
                 process,
                 tgid,
+                loader_opens: 0,
             }
         });
         let (inner, process, tgid) = (task.inner, task.process, task.tgid);
@@ -753,7 +757,24 @@ impl Tracer {
         let valid = pending && inner != Some(1);
         // Warden's own observers (the interposer being loaded, Python's attempt to cache the
         // hook's bytecode) are not the subject's doing.
-        let decoded = decoded.filter(|(kind, d)| !ours(*kind, d));
+        let decoded = decoded.filter(|(kind, d)| {
+            if !ours(*kind, d) {
+                return true;
+            }
+            if !loader_file(d) {
+                return false;
+            }
+            // The loader reads the preload list and maps the interposer once per exec: a
+            // program that reads them afterwards (looking for a sandbox) is evidence.
+            match self.tasks.get_mut(&pid) {
+                Some(t) if t.loader_opens < 2 => {
+                    t.loader_opens += 1;
+                    false
+                }
+                Some(_) => true,
+                None => false,
+            }
+        });
         let Some((kind, data)) = decoded.filter(|_| valid) else {
             let _ = sys::notif_continue(self.listener.as_fd(), n.id);
             return;
@@ -1000,6 +1021,15 @@ fn argv_text(data: &Value) -> Option<String> {
         .filter_map(Value::as_str)
         .collect();
     (!words.is_empty()).then(|| words.join(" "))
+}
+
+/// Whether an event is an open of a file the loader opens at each exec (the preload list, the
+/// interposer).
+fn loader_file(data: &Value) -> bool {
+    data["path"]
+        .as_str()
+        .map(normalize)
+        .is_some_and(|p| p == "/etc/ld.so.preload" || p == super::prepare::interposer_path())
 }
 
 /// `path` with `.`, `..` and repeated slashes resolved lexically.

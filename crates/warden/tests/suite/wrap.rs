@@ -135,3 +135,31 @@ pub fn a_thief_is_blocked_at_each_theft_or_killed_at_its_first() {
         "the thief is gone"
     );
 }
+
+#[test]
+pub fn an_answer_that_hands_the_model_a_secret_is_blocked() {
+    // `read_note("secrets")` returns the decoy AWS credentials: nothing leaves by the network,
+    // the answer itself is the theft.
+    let notes = fixtures().join("mcp/servers/notes.py");
+    let (lines, log) = wrapped(
+        "high=block",
+        "read_note",
+        r#"{"name":"secrets"}"#,
+        &["python3", notes.to_str().unwrap()],
+    );
+    let first = lines.iter().find(|l| l.starts_with("call 1 ")).unwrap();
+    assert!(
+        first.contains("blocked by Warden: canary-in-output"),
+        "{lines:?}"
+    );
+    assert!(
+        !lines.iter().any(|l| l.contains("aws_secret_access_key")),
+        "{lines:?}"
+    );
+    assert!(lines.iter().any(|l| l == "list ok"), "{lines:?}");
+    assert!(
+        kinds(&log, "finding")
+            .iter()
+            .any(|f| f["rule"] == "canary-in-output")
+    );
+}
