@@ -119,6 +119,10 @@ struct Judge {
     windows: BTreeMap<String, String>,
     /// Findings already reported (rule and tool).
     reported: BTreeSet<(String, Option<String>)>,
+    /// The events so far (taken from the link as they come, not copied whole each time).
+    events: Vec<warden_events::Event>,
+    /// The findings at the policy's severity as of the last evaluation.
+    standing: Vec<Finding>,
 }
 
 /// The findings at or above `at` of everything the tracer has delivered up to now, and which
@@ -130,10 +134,19 @@ fn judge(
     at: Severity,
     log: &Log,
 ) -> (Vec<Finding>, Vec<Finding>) {
-    let events = link.events();
     let Ok(mut s) = state.lock() else {
         return (Vec::new(), Vec::new());
     };
+    let last = s.events.last().map_or(0, |e| e.id);
+    let new = link.events_after(last);
+    // Only the client's own calls since the last look: nothing the server did can have
+    // changed (the rules judge what the server does), so what stood still stands.
+    let quiet = new.iter().all(|e| e.kind == EventKind::McpToolCall);
+    s.events.extend(new);
+    if quiet && !s.events.is_empty() {
+        return (Vec::new(), s.standing.clone());
+    }
+    let events = std::mem::take(&mut s.events);
     let windows = s.windows.clone();
     let tool_of = |w: Option<&str>| w.and_then(|w| windows.get(w).cloned());
     let mut acted = Vec::new();
@@ -171,6 +184,8 @@ fn judge(
             acted.push(f);
         }
     }
+    s.events = events;
+    s.standing.clone_from(&standing);
     (acted, standing)
 }
 
