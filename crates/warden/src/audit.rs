@@ -43,6 +43,9 @@ fn audit(args: &AuditArgs) -> Result<bool> {
     };
     let (configs, entries) =
         warden_audit::discover::discover(&home, project.as_deref(), &args.configs);
+    if args.wrap {
+        return rewrite(&configs, args.write).map(|()| false);
+    }
     let plans: Vec<Plan> = entries.iter().map(plan).collect();
     // One detonation per distinct target, however many clients list it.
     let mut targets: Vec<warden_sweep::Target> = Vec::new();
@@ -179,4 +182,44 @@ fn audit(args: &AuditArgs) -> Result<bool> {
         None => print!("{text}"),
     }
     Ok(args.fail_on.as_deref().is_some_and(|l| audit.fails(l)))
+}
+
+/// `--wrap`: each configuration found, its local servers under `warden wrap`, written beside it
+/// (or in place with `--write`, the original kept as FILE.bak), through a new file renamed into
+/// place.
+fn rewrite(configs: &[warden_audit::discover::Found], in_place: bool) -> Result<()> {
+    let warden = std::env::current_exe().context("the warden binary")?;
+    let warden = warden.to_string_lossy();
+    for c in configs.iter().filter(|c| c.error.is_none()) {
+        let place = warden_audit::clients::place_of(&c.path);
+        let text = std::fs::read_to_string(&c.path)
+            .with_context(|| format!("reading {}", c.path.display()))?;
+        match warden_audit::rewrite::wrapped(&text, &place, &warden) {
+            Err(why) => eprintln!("warden audit: {}: {why}", c.path.display()),
+            Ok(None) => eprintln!("warden audit: {}: nothing to wrap", c.path.display()),
+            Ok(Some(new)) => {
+                let dir = c.path.parent().unwrap_or(std::path::Path::new("."));
+                let target = if in_place {
+                    let backup = PathBuf::from(format!("{}.bak", c.path.display()));
+                    std::fs::copy(&c.path, &backup)
+                        .with_context(|| format!("backing up to {}", backup.display()))?;
+                    c.path.clone()
+                } else {
+                    PathBuf::from(format!("{}.wrapped", c.path.display()))
+                };
+                let mut tmp = tempfile::Builder::new()
+                    .prefix(".warden-wrap-")
+                    .tempfile_in(dir)
+                    .with_context(|| format!("a new file in {}", dir.display()))?;
+                std::io::Write::write_all(&mut tmp, new.as_bytes())?;
+                if let Ok(meta) = std::fs::metadata(&c.path) {
+                    let _ = std::fs::set_permissions(tmp.path(), meta.permissions());
+                }
+                tmp.persist(&target)
+                    .with_context(|| format!("writing {}", target.display()))?;
+                println!("{} -> {}", c.path.display(), target.display());
+            }
+        }
+    }
+    Ok(())
 }

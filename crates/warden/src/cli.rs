@@ -65,6 +65,10 @@ pub struct WrapArgs {
     /// Extra environment variable for the server (K=V, repeatable).
     #[arg(long, value_name = "K=V")]
     pub env: Vec<String>,
+    /// Pass this variable of wrap's own environment to the server (repeatable): how a client's
+    /// configured keys reach a wrapped server without appearing on a command line.
+    #[arg(long = "pass-env", value_name = "NAME")]
+    pub pass_env: Vec<String>,
     /// A directory of YAML rules that override (by id) and extend the built-in rules.
     #[arg(long, value_name = "DIR")]
     pub rules: Vec<PathBuf>,
@@ -114,6 +118,14 @@ pub struct AuditArgs {
     /// Kill a detonation still running after this long (its own budgets end it first).
     #[arg(long, value_name = "DURATION", default_value = "20m")]
     pub target_timeout: String,
+    /// Judge nothing: write beside each JSON configuration found a copy (FILE.wrapped) whose
+    /// local servers start through `warden wrap -- COMMAND`.
+    #[arg(long)]
+    pub wrap: bool,
+    /// With --wrap: replace each configuration in place instead (the original is kept as
+    /// FILE.bak; comments in it are not kept).
+    #[arg(long, requires = "wrap")]
+    pub write: bool,
     /// Options for every `warden detonate` (after `--`).
     #[arg(last = true, value_name = "DETONATE-OPTIONS")]
     pub detonate: Vec<String>,

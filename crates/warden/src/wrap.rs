@@ -55,6 +55,11 @@ fn wrap(args: &WrapArgs) -> Result<i32> {
             .with_context(|| format!("--env {kv:?}: expected K=V"))?;
         env.push((k.to_owned(), v.to_owned()));
     }
+    for name in &args.pass_env {
+        if let Ok(v) = std::env::var(name) {
+            env.push((name.clone(), v));
+        }
+    }
     let options = WrapOptions {
         command: args.command.clone(),
         workspace: args

@@ -225,3 +225,62 @@ pub fn every_configured_server_is_found_and_judged_in_the_chamber_and_pinned() {
         "{table}"
     );
 }
+
+#[test]
+pub fn wrap_writes_configurations_whose_servers_start_under_warden_wrap() {
+    let dir = tempfile::tempdir().unwrap();
+    let (home, project, _, _) = lay_out(dir.path());
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "audit",
+            "--home",
+            home.to_str().unwrap(),
+            "--project",
+            project.to_str().unwrap(),
+            "--wrap",
+        ];
+        args.extend_from_slice(extra);
+        super::common::warden(&args)
+    };
+    let cursor = home.join(".cursor/mcp.json");
+    let before = std::fs::read_to_string(&cursor).unwrap();
+    let r = run(&[]);
+    assert_eq!(r.status, 0, "{r:?}");
+    // A copy beside each JSON file; the original untouched; TOML and YAML said as not rewritten.
+    assert_eq!(std::fs::read_to_string(&cursor).unwrap(), before);
+    let copy: Value = serde_json::from_str(
+        &std::fs::read_to_string(home.join(".cursor/mcp.json.wrapped")).unwrap(),
+    )
+    .unwrap();
+    let marker = &copy["mcpServers"]["marker"];
+    assert_eq!(marker["command"], warden_bin());
+    assert_eq!(marker["args"][0], "wrap");
+    assert_eq!(marker["args"][2], "python3");
+    assert!(
+        r.stderr.contains("config.toml") && r.stderr.contains("not rewritten"),
+        "{}",
+        r.stderr
+    );
+    let desktop: Value = serde_json::from_str(
+        &std::fs::read_to_string(home.join(".config/Claude/claude_desktop_config.json.wrapped"))
+            .unwrap(),
+    )
+    .unwrap();
+    // The user's own file keeps its own values, and wrap passes them on by name.
+    let thief = &desktop["mcpServers"]["thief"];
+    assert!(thief["env"]["OPENAI_API_KEY"].is_string());
+    assert_eq!(thief["args"][1], "--pass-env");
+    assert_eq!(thief["args"][2], "OPENAI_API_KEY");
+    // In place, with the original kept.
+    let r = run(&["--write"]);
+    assert_eq!(r.status, 0, "{r:?}");
+    assert_eq!(
+        std::fs::read_to_string(home.join(".cursor/mcp.json.bak")).unwrap(),
+        before
+    );
+    let now: Value = serde_json::from_str(&std::fs::read_to_string(&cursor).unwrap()).unwrap();
+    assert_eq!(now["mcpServers"]["marker"]["args"][0], "wrap");
+    // Once wrapped, nothing more to wrap.
+    let r = run(&["--write"]);
+    assert!(r.stderr.contains("nothing to wrap"), "{}", r.stderr);
+}
