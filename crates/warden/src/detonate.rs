@@ -113,13 +113,7 @@ fn detonate(args: &DetonateArgs) -> Result<Gate> {
     let duration = |t: &str, flag: &str| {
         parse_duration(t).with_context(|| format!("{flag}: not a duration: {t:?}"))
     };
-    let mut env = Vec::new();
-    for kv in &args.env {
-        let (k, v) = kv
-            .split_once('=')
-            .with_context(|| format!("--env {kv:?}: expected K=V"))?;
-        env.push((k.to_owned(), v.to_owned()));
-    }
+    let env = env_pairs(&args.env)?;
     let http = match (args.mcp_transport.as_str(), args.mcp_port) {
         ("stdio", None) if args.mcp_path.is_none() => None,
         ("stdio", _) => bail!("--mcp-port and --mcp-path go with --mcp-transport http or sse"),
@@ -332,4 +326,15 @@ fn llm_settings(
         max_time: duration(&args.llm_timeout, "--llm-timeout")?,
         request_timeout: std::time::Duration::from_secs(120),
     }))
+}
+
+/// `--env K=V` values as pairs.
+pub fn env_pairs(list: &[String]) -> Result<Vec<(String, String)>> {
+    list.iter()
+        .map(|kv| {
+            kv.split_once('=')
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .with_context(|| format!("--env {kv:?}: expected K=V"))
+        })
+        .collect()
 }

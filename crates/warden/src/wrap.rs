@@ -48,13 +48,7 @@ fn wrap(args: &WrapArgs) -> Result<i32> {
                 .join(".local/state/warden/wrap.jsonl"),
         },
     };
-    let mut env = Vec::new();
-    for kv in &args.env {
-        let (k, v) = kv
-            .split_once('=')
-            .with_context(|| format!("--env {kv:?}: expected K=V"))?;
-        env.push((k.to_owned(), v.to_owned()));
-    }
+    let mut env = crate::detonate::env_pairs(&args.env)?;
     for name in &args.pass_env {
         if let Ok(v) = std::env::var(name) {
             env.push((name.clone(), v));
