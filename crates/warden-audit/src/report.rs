@@ -11,6 +11,8 @@ use std::path::PathBuf;
 use serde::Serialize;
 use serde_json::Value;
 
+use warden_sweep::index::esc;
+
 use crate::discover::Found;
 use crate::pins::Change;
 
@@ -218,26 +220,10 @@ impl Audit {
     }
 }
 
+/// `s` for a column `n` wide: no control character (names and targets come from the
+/// configuration), at most `n` characters with the ellipsis.
 fn clip(s: &str, n: usize) -> String {
-    // Names and targets come from the configuration: no control character reaches a terminal.
-    let s: String = s
-        .chars()
-        .map(|c| if c.is_control() { '?' } else { c })
-        .collect();
-    if s.chars().count() <= n {
-        s
-    } else {
-        let mut t: String = s.chars().take(n.saturating_sub(1)).collect();
-        t.push('…');
-        t
-    }
-}
-
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+    warden_sweep::clip(s, n.saturating_sub(1))
 }
 
 #[cfg(test)]

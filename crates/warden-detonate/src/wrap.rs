@@ -112,6 +112,14 @@ impl Log {
     }
 }
 
+/// A severity's name as reports spell it (`high`).
+fn severity_name(s: Severity) -> String {
+    serde_json::to_value(s)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
 /// What the live judge has seen.
 #[derive(Default)]
 struct Judge {
@@ -169,10 +177,7 @@ fn judge(
         }));
         eprintln!(
             "warden wrap: {} {}{}: {}",
-            serde_json::to_value(f.severity)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_owned))
-                .unwrap_or_default(),
+            severity_name(f.severity),
             f.rule,
             f.tool
                 .as_deref()
@@ -402,7 +407,7 @@ pub fn wrap(jail: &Jail, o: &WrapOptions) -> Result<i32> {
                     "jsonrpc": "2.0", "id": m["id"],
                     "error": { "code": BLOCKED_CODE, "message": format!(
                         "blocked by Warden: {} ({}): {}", f.rule,
-                        serde_json::to_value(f.severity).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default(),
+                        severity_name(f.severity),
                         f.message) },
                 });
                 forward = format!("{reply}\n").into_bytes();
